@@ -1,0 +1,37 @@
+# Build helpers shared by every subdirectory.
+
+# Sanitizer flags apply to everything in the build (library, tests, tools), so a
+# sanitizer build checks the whole program.
+function(bfc_apply_sanitizers)
+  if(BFC_SANITIZE)
+    set(flags "-fsanitize=${BFC_SANITIZE}" -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    add_compile_options(${flags})
+    add_link_options(${flags})
+  endif()
+endfunction()
+
+# Warnings for the project's own targets.
+function(bfc_target_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  if(BFC_THREAD_SAFETY_ANALYSIS)
+    if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+      message(FATAL_ERROR "BFC_THREAD_SAFETY_ANALYSIS needs clang (CXX=clang++)")
+    endif()
+    target_compile_options(${target} PRIVATE -Wthread-safety -Werror)
+  endif()
+endfunction()
+
+# bfc_add_test(NAME name SOURCES a.cc b.cc [LIBS ...] [LABELS ...])
+# One GoogleTest executable, registered with CTest test by test.
+function(bfc_add_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE bfc::bfc GTest::gtest GTest::gmock GTest::gtest_main ${T_LIBS})
+  target_compile_definitions(${T_NAME} PRIVATE BFC_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
+  bfc_target_warnings(${T_NAME})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60
+                       PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+endfunction()

@@ -1,0 +1,249 @@
+// File: bfc/allocator.h
+// -----------------------------------------------------------------------------
+//
+// bfc::Allocator is TensorFlow's BFC ("best-fit with coalescing") allocator:
+// same placement, same stats, same growth and the same failures as
+// `tsl::BFCAllocator`, so a TF user can swap one for the other and see the same
+// pointers. It manages device (or host) memory that it obtains in large
+// regions from a SubAllocator and carves into chunks.
+//
+// The model:
+//
+//   * Regions. Memory comes from `SubAllocator::Alloc` in regions. With
+//     `allow_growth` the first region is 2 MiB and each later one doubles (a
+//     request larger than the next region size doubles it until it fits);
+//     without growth the first Extend takes all of `total_memory`. The pool
+//     never exceeds `total_memory`. If the sub-allocator fails, the allocator
+//     backs off by 0.9x (rounded to 256) until it succeeds or the size drops
+//     below the request.
+//   * Chunks. Each region is tiled by chunks in address order (a doubly linked
+//     list). A chunk is in use or free; two free chunks are never neighbours.
+//   * Bins. Sizes round up to 256. Free chunks sit in 21 bins by size class
+//     ([256 << b, 256 << (b+1)), the last bin takes the rest), each ordered by
+//     (size, address). A request takes the first chunk with size >= rounded
+//     size, searching from its own bin upward: best fit, lowest address on
+//     ties. The chunk is split when it is at least twice the request or the
+//     leftover would be at least the fragmentation cap
+//     (`fragmentation_fraction * total_memory`, else 128 MiB).
+//   * Free marks the chunk free and merges it with a free next neighbour, then
+//     a free previous one. Neighbours in different regions merge only when the
+//     sub-allocator SupportsCoalescing() and the regions are contiguous.
+//   * Out of memory: optionally give fully-free regions back and extend again
+//     (`garbage_collection`), optionally wait for other threads' frees
+//     (`allow_retry_on_failure` AND the attribute), then fail: nullptr from
+//     AllocateRaw, ResourceExhausted from Allocate.
+//
+// Where bfc differs from TF (by design): bad input never aborts (an invalid
+// free is reported and counted, the state is untouched); alignments above 256
+// are honoured; host metadata is O(chunks), not O(bytes); zero-size and
+// overflowing requests fail cleanly; `ReleaseFreeRegions()` exists.
+//
+// Example:
+//
+//   bfc::Allocator alloc(std::make_unique<bfc::HostSubAllocator>(),
+//                        /*total_memory=*/size_t{1} << 30, "host");
+//   absl::StatusOr<void*> p = alloc.Allocate(4096);
+//   if (!p.ok()) { /* p.status() says what was asked and what is free */ }
+//   ...
+//   alloc.Deallocate(*p).IgnoreError();
+//
+// Thread safety: thread-safe. One absl::Mutex guards all state; the
+// sub-allocator and the log sink are called with it held.
+#ifndef BFC_ALLOCATOR_H_
+#define BFC_ALLOCATOR_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "bfc/allocator_stats.h"
+#include "bfc/internal/bin.h"
+#include "bfc/internal/chunk.h"
+#include "bfc/internal/region_manager.h"
+#include "bfc/sub_allocator.h"
+
+namespace bfc {
+
+inline constexpr int kMinAllocationBits = 8;
+inline constexpr size_t kMinAllocationSize = 256;
+inline constexpr int kNumBins = 21;
+static_assert(kMinAllocationBits == internal::kBinMinAllocationBits);
+static_assert(kNumBins == internal::kBinCount);
+
+struct AllocationAttributes {
+  // May wait for another thread's free (when Options::allow_retry_on_failure).
+  bool retry_on_failure = true;
+  // TF's timestamped reuse. Accepted for source compatibility; bfc does not
+  // delay reuse, so it is never called.
+  std::function<uint64_t()>* freed_by_func = nullptr;
+};
+
+class Allocator {
+ public:
+  struct Options {
+    // Grow from 2 MiB by doubling. false: the first Extend takes total_memory.
+    // TF: GPUOptions.allow_growth / TF_FORCE_GPU_ALLOW_GROWTH.
+    bool allow_growth = true;
+    // On out-of-memory, wait up to `retry_timeout` for other threads' frees.
+    // TF: BFCAllocator::Options::allow_retry_on_failure.
+    bool allow_retry_on_failure = true;
+    // On out-of-memory, give fully-free regions back, then Extend again.
+    // TF: Options::garbage_collection / TF_ENABLE_GPU_GARBAGE_COLLECTION.
+    bool garbage_collection = false;
+    // Split cap = fraction * total_memory (0: 128 MiB).
+    // TF: Options::fragmentation_fraction.
+    double fragmentation_fraction = 0;
+    // How long a retrying allocation waits for frees. TF: 10 s (fixed).
+    absl::Duration retry_timeout = absl::Seconds(10);
+
+    // --- bfc additions (defaults keep TF behaviour where TF has one) --------
+    // Abort the process on an invalid free or an invalid request instead of
+    // reporting it and carrying on. For debugging; TF always aborts on an
+    // invalid free (CHECK), bfc by default reports and continues.
+    bool abort_on_invalid_input = false;
+    // At most this many out-of-memory reports are logged per allocator
+    // (TF: 10 per process).
+    int max_oom_logs = 10;
+  };
+
+  Allocator(std::unique_ptr<SubAllocator> sub_allocator, size_t total_memory,
+            std::string name, const Options& options);
+  Allocator(std::unique_ptr<SubAllocator> sub_allocator, size_t total_memory,
+            std::string name);
+  // Gives every region back to the sub-allocator; logs how many allocations
+  // (and bytes) were still outstanding.
+  ~Allocator();
+
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  // TF-style calls. nullptr on failure; 0 bytes -> nullptr. Alignment: a
+  // power of two; <= 256 gives 256-aligned memory, larger is honoured. Bad
+  // alignment or an overflowing size: nullptr, a logged error and
+  // `num_invalid_requests` counted.
+  void* AllocateRaw(size_t alignment, size_t num_bytes);
+  void* AllocateRaw(size_t alignment, size_t num_bytes, const AllocationAttributes& attr);
+  // nullptr: no-op. A pointer this allocator did not hand out (foreign,
+  // interior, already free): logged, counted in `num_invalid_frees`, state
+  // untouched (or abort, with Options::abort_on_invalid_input).
+  void DeallocateRaw(void* ptr);
+
+  // Status-style calls: same allocator, errors a person can act on.
+  //   InvalidArgument:   num_bytes == 0, bad alignment, overflowing size.
+  //   ResourceExhausted: out of memory; the message says what was asked,
+  //                      what is in use, the limit and the largest free chunk.
+  absl::StatusOr<void*> Allocate(size_t num_bytes, size_t alignment = kMinAllocationSize,
+                                 const AllocationAttributes& attr = AllocationAttributes());
+  // OK for nullptr. InvalidArgument (state untouched) for a pointer this
+  // allocator did not hand out or already took back.
+  absl::Status Deallocate(void* ptr);
+
+  bool TracksAllocationSizes() const { return true; }
+  // For a live pointer from this allocator: what the caller asked for / the
+  // chunk's size / its unique id (> 0). For any other pointer (nullptr,
+  // foreign, interior, freed): 0 / 0 / -1. Never crashes.
+  size_t RequestedSize(const void* ptr) const;
+  size_t AllocatedSize(const void* ptr) const;
+  int64_t AllocationId(const void* ptr) const;
+
+  std::optional<AllocatorStats> GetStats() const;
+  // num_allocs = 0, peak_bytes_in_use = bytes_in_use, largest_alloc_size = 0.
+  bool ClearStats();
+  MemoryType GetMemoryType() const;
+  const std::string& Name() const { return name_; }
+  size_t total_memory() const { return memory_limit_; }
+  const Options& options() const { return opts_; }
+
+  // Gives every region with no chunk in use back to the sub-allocator
+  // (PyTorch's empty_cache). Returns the bytes released.
+  size_t ReleaseFreeRegions();
+  // TF's one-line picture: 100 characters over all regions; '*' requested
+  // bytes, 'x' rounding/padding in use, '_' free.
+  std::string RenderOccupancy() const;
+  // Checks every invariant in DESIGN.md; the first violation found, or OK.
+  absl::Status Validate() const;
+
+  // Host bytes this allocator holds for its own bookkeeping.
+  size_t MetadataBytes() const;
+
+ private:
+  using ChunkHandle = internal::ChunkHandle;
+  using BinNum = internal::BinNum;
+
+  enum class RequestCheck { kOk, kZero, kInvalid };
+  // Validates a request; fills *rounded and *error on failure.
+  RequestCheck CheckRequest(size_t alignment, size_t num_bytes, size_t* rounded,
+                            std::string* error) const;
+
+  void* AllocateRawInternal(size_t alignment, size_t num_bytes, size_t rounded,
+                            bool dump_log_on_failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void* AllocateWithRetry(size_t alignment, size_t num_bytes, size_t rounded,
+                          const AllocationAttributes& attr) ABSL_LOCKS_EXCLUDED(mutex_);
+  void* FindChunkPtr(BinNum bin_num, size_t alignment, size_t rounded_bytes,
+                     size_t num_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool Extend(size_t alignment, size_t rounded_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool DeallocateFreeRegions(size_t rounded_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  size_t ReleaseFreeRegionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  void SplitChunk(ChunkHandle h, size_t num_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void Merge(ChunkHandle h1, ChunkHandle h2) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void DeleteChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  ChunkHandle TryToCoalesce(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void InsertFreeChunkIntoBin(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RemoveFreeChunkFromBin(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void MarkFree(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  // The live in-use chunk starting at `ptr`, or kInvalidChunkHandle.
+  ChunkHandle InUseChunk(const void* ptr) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Why `ptr` is not a live allocation of ours, for messages.
+  std::string DescribeInvalidPointer(const void* ptr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Frees a live chunk; returns false with *error if `ptr` is not one.
+  bool DeallocateLocked(void* ptr, std::string* error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ReportInvalid(const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  size_t LargestFreeChunkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::string OomMessage(size_t num_bytes, size_t rounded, size_t alignment) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void LogOom(size_t num_bytes, size_t rounded, size_t alignment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::string RenderOccupancyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status ValidateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // With BFC_EXPENSIVE_CHECKS: Validate and abort on a violation.
+  void MaybeValidate(const char* where) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  std::unique_ptr<SubAllocator> sub_allocator_;
+  const std::string name_;
+  const Options opts_;
+  const size_t memory_limit_;
+  const bool coalesce_regions_;
+  const int64_t max_internal_fragmentation_bytes_;
+
+  mutable absl::Mutex mutex_;
+  absl::CondVar freed_cv_;
+  int num_waiters_ ABSL_GUARDED_BY(mutex_) = 0;
+
+  size_t curr_region_allocation_bytes_ ABSL_GUARDED_BY(mutex_);
+  size_t total_region_allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  internal::ChunkTable chunks_ ABSL_GUARDED_BY(mutex_);
+  std::array<internal::Bin, kNumBins> bins_ ABSL_GUARDED_BY(mutex_);
+  // Bit b set <=> bins_[b] is non-empty: a best-fit search skips empty bins.
+  uint32_t non_empty_bins_ ABSL_GUARDED_BY(mutex_) = 0;
+  internal::RegionManager region_manager_ ABSL_GUARDED_BY(mutex_);
+  int64_t next_allocation_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
+  int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace bfc
+
+#endif  // BFC_ALLOCATOR_H_

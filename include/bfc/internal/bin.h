@@ -1,0 +1,105 @@
+// File: bfc/internal/bin.h
+// -----------------------------------------------------------------------------
+//
+// Size classes and free lists. Bin b holds the free chunks whose size lies in
+// [256 << b, 256 << (b + 1)); the last bin (kNumBins - 1) takes everything
+// larger. Inside a bin, chunks are ordered by (size, address), so the first
+// chunk with size >= n is the best fit, lowest address on ties: exactly the
+// chunk TensorFlow's BFC picks.
+//
+// The ordered set holds (size, address, handle) keys, so ordering never has to
+// look at the chunk table. Internal: not part of the API. Thread-compatible.
+#ifndef BFC_INTERNAL_BIN_H_
+#define BFC_INTERNAL_BIN_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/container/btree_set.h"
+#include "bfc/internal/chunk.h"
+
+namespace bfc::internal {
+
+inline constexpr int kBinMinAllocationBits = 8;  // == bfc::kMinAllocationBits
+inline constexpr size_t kBinMinAllocationSize = size_t{1} << kBinMinAllocationBits;
+inline constexpr int kBinCount = 21;  // == bfc::kNumBins
+
+// Rounds `bytes` up to a multiple of 256 (at least 256). Requires
+// bytes <= kMaxRoundableBytes.
+inline constexpr size_t kMaxRoundableBytes =
+    ~size_t{0} - (kBinMinAllocationSize - 1);
+inline size_t RoundedBytes(size_t bytes) {
+  const size_t rounded =
+      (bytes + (kBinMinAllocationSize - 1)) & ~(kBinMinAllocationSize - 1);
+  return rounded == 0 ? kBinMinAllocationSize : rounded;
+}
+
+// The smallest chunk size bin `b` holds.
+inline size_t BinNumToSize(BinNum b) { return kBinMinAllocationSize << b; }
+
+// The bin for a chunk (or request) of `bytes`.
+inline BinNum BinNumForSize(size_t bytes) {
+  uint64_t v = (bytes < kBinMinAllocationSize ? kBinMinAllocationSize : bytes) >>
+               kBinMinAllocationBits;
+  const int log2 = 63 - __builtin_clzll(v);
+  return log2 < kBinCount - 1 ? log2 : kBinCount - 1;
+}
+
+class Bin {
+ public:
+  struct Entry {
+    size_t size;
+    uintptr_t addr;
+    ChunkHandle handle;
+  };
+
+  Bin() = default;
+
+  // Adds a free chunk. Returns false (and changes nothing) if a chunk with the
+  // same address is already present at that size.
+  bool Insert(size_t size, const void* ptr, ChunkHandle h);
+  // Removes the chunk keyed (size, ptr). Returns false if it was not present.
+  bool Erase(size_t size, const void* ptr);
+  bool Contains(size_t size, const void* ptr) const;
+
+  // Best fit: the first entry in (size, address) order with size >= min_size,
+  // or nullptr.
+  const Entry* FindBestFit(size_t min_size) const;
+
+  // The first entry in (size, address) order with size >= min_size for which
+  // `accept(entry)` is true, or nullptr. Used for over-aligned requests.
+  template <typename Pred>
+  const Entry* FindFirst(size_t min_size, Pred accept) const {
+    for (auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
+         it != free_chunks_.end(); ++it) {
+      if (accept(*it)) return &*it;
+    }
+    return nullptr;
+  }
+
+  // The largest free chunk, or nullptr when empty.
+  const Entry* Largest() const;
+
+  bool empty() const { return free_chunks_.empty(); }
+  size_t size() const { return free_chunks_.size(); }
+  size_t total_bytes() const { return total_bytes_; }
+
+  template <typename F>
+  void ForEach(F f) const {
+    for (const Entry& e : free_chunks_) f(e);
+  }
+
+ private:
+  struct Less {
+    bool operator()(const Entry& a, const Entry& b) const {
+      if (a.size != b.size) return a.size < b.size;
+      return a.addr < b.addr;
+    }
+  };
+  absl::btree_set<Entry, Less> free_chunks_;
+  size_t total_bytes_ = 0;
+};
+
+}  // namespace bfc::internal
+
+#endif  // BFC_INTERNAL_BIN_H_

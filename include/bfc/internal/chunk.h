@@ -1,0 +1,82 @@
+// File: bfc/internal/chunk.h
+// -----------------------------------------------------------------------------
+//
+// A Chunk is a contiguous piece of one region: either handed out (in use) or
+// free (and then in exactly one Bin). The chunks of a region form a doubly
+// linked list in address order through `prev`/`next` handles; a handle is an
+// index into the allocator's chunk table, so chunks can move in memory when the
+// table grows without invalidating links. Internal: not part of the API.
+//
+// Thread-compatible: the owning Allocator guards every Chunk with its mutex.
+#ifndef BFC_INTERNAL_CHUNK_H_
+#define BFC_INTERNAL_CHUNK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace bfc::internal {
+
+using ChunkHandle = uint32_t;
+inline constexpr ChunkHandle kInvalidChunkHandle = std::numeric_limits<ChunkHandle>::max();
+
+using BinNum = int32_t;
+inline constexpr BinNum kInvalidBinNum = -1;
+
+struct Chunk {
+  // Bytes this chunk spans: a multiple of 256.
+  size_t size = 0;
+  // What the caller asked for (unrounded); 0 while free.
+  size_t requested_size = 0;
+  // > 0 while in use; -1 when free (TF's convention).
+  int64_t allocation_id = -1;
+  // Start of the chunk: a multiple of 256.
+  void* ptr = nullptr;
+  // Physical neighbours in the same region, or kInvalidChunkHandle.
+  ChunkHandle prev = kInvalidChunkHandle;
+  ChunkHandle next = kInvalidChunkHandle;
+  // The bin holding this chunk while free, else kInvalidBinNum.
+  BinNum bin_num = kInvalidBinNum;
+
+  bool in_use() const { return allocation_id != -1; }
+  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(ptr); }
+  uintptr_t end_addr() const { return addr() + size; }
+
+  // "Chunk{ptr=0x..., size=..., requested=..., id=..., in_use=...}"
+  std::string DebugString() const;
+};
+
+// The allocator's chunk table: Chunks addressed by handle, with freed slots
+// recycled through a free list (threaded through `next`) so handles stay small
+// and the table never shrinks under churn.
+class ChunkTable {
+ public:
+  ChunkTable() = default;
+
+  // A fresh default Chunk's handle (recycled if possible).
+  ChunkHandle Allocate();
+  // Returns `h` to the free list. `h` must be live.
+  void Deallocate(ChunkHandle h);
+
+  Chunk& operator[](ChunkHandle h) { return chunks_[h]; }
+  const Chunk& operator[](ChunkHandle h) const { return chunks_[h]; }
+
+  // Slots ever created (live + recycled).
+  size_t capacity() const { return chunks_.size(); }
+  size_t num_live() const { return num_live_; }
+  // True when `h` names a slot that exists (live or recycled).
+  bool InRange(ChunkHandle h) const { return h < chunks_.size(); }
+  // Host bytes held by the table.
+  size_t MetadataBytes() const { return chunks_.capacity() * sizeof(Chunk); }
+
+ private:
+  std::vector<Chunk> chunks_;
+  ChunkHandle free_list_ = kInvalidChunkHandle;
+  size_t num_live_ = 0;
+};
+
+}  // namespace bfc::internal
+
+#endif  // BFC_INTERNAL_CHUNK_H_

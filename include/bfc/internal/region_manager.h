@@ -1,0 +1,93 @@
+// File: bfc/internal/region_manager.h
+// -----------------------------------------------------------------------------
+//
+// RegionManager knows the regions obtained from the sub-allocator and maps the
+// start address of every chunk to its handle, so that a pointer a caller hands
+// back can be checked (is it ours? is it a chunk start?) and resolved.
+//
+// TensorFlow keeps one handle per 256 bytes of every region (8 bytes of host
+// RAM per 256 bytes of pool: 2 GiB for a 64 GiB pool). Here the map holds one
+// entry per chunk, so host metadata scales with chunks, not bytes.
+//
+// Regions are kept sorted by address (they never overlap). With a coalescing
+// sub-allocator, a region that starts where an existing region ends extends it
+// (`AddOrExtendAllocationRegion`), as in TF.
+//
+// Internal: not part of the API. Thread-compatible.
+#ifndef BFC_INTERNAL_REGION_MANAGER_H_
+#define BFC_INTERNAL_REGION_MANAGER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "bfc/internal/chunk.h"
+
+namespace bfc::internal {
+
+class AllocationRegion {
+ public:
+  AllocationRegion(void* ptr, size_t memory_size) : ptr_(ptr), memory_size_(memory_size) {}
+
+  void* ptr() const { return ptr_; }
+  size_t memory_size() const { return memory_size_; }
+  void* end_ptr() const { return static_cast<char*>(ptr_) + memory_size_; }
+  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(ptr_); }
+  uintptr_t end_addr() const { return addr() + memory_size_; }
+  bool Contains(const void* p) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    return a >= addr() && a < end_addr();
+  }
+  void extend(size_t bytes) { memory_size_ += bytes; }
+
+ private:
+  void* ptr_;
+  size_t memory_size_;
+};
+
+class RegionManager {
+ public:
+  RegionManager() = default;
+
+  // Records a new region. Requires: it overlaps no existing region.
+  void AddAllocationRegion(void* ptr, size_t memory_size);
+
+  // If a region ends exactly at `ptr`, extends it by `memory_size` and returns
+  // it; otherwise records a new region and returns nullptr.
+  AllocationRegion* AddOrExtendAllocationRegion(void* ptr, size_t memory_size);
+
+  // Removes the region starting at `ptr` (and nothing else). Returns false if
+  // no region starts there. Chunk handles must have been erased by the caller.
+  bool RemoveAllocationRegion(const void* ptr);
+
+  // True when [ptr, ptr + n) intersects any region.
+  bool Overlaps(const void* ptr, size_t n) const;
+
+  // The region containing `p`, or nullptr.
+  const AllocationRegion* RegionFor(const void* p) const;
+
+  // The handle of the chunk starting exactly at `p`, or kInvalidChunkHandle.
+  ChunkHandle get_handle(const void* p) const {
+    auto it = handles_.find(reinterpret_cast<uintptr_t>(p));
+    return it == handles_.end() ? kInvalidChunkHandle : it->second;
+  }
+  void set_handle(const void* p, ChunkHandle h) {
+    handles_.insert_or_assign(reinterpret_cast<uintptr_t>(p), h);
+  }
+  void erase(const void* p) { handles_.erase(reinterpret_cast<uintptr_t>(p)); }
+
+  // Regions in address order.
+  const std::vector<AllocationRegion>& regions() const { return regions_; }
+  size_t num_handles() const { return handles_.size(); }
+  // Host bytes held by the region list and the handle map.
+  size_t MetadataBytes() const;
+
+ private:
+  std::vector<AllocationRegion> regions_;  // sorted by address
+  absl::flat_hash_map<uintptr_t, ChunkHandle> handles_;
+};
+
+}  // namespace bfc::internal
+
+#endif  // BFC_INTERNAL_REGION_MANAGER_H_

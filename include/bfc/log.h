@@ -1,0 +1,42 @@
+// File: bfc/log.h
+// -----------------------------------------------------------------------------
+//
+// Where the library's messages go. Abseil 20220623 (the version Debian ships)
+// has no `absl/log`, and a host runtime usually has its own logger, so every
+// message the library emits goes through one process-wide, replaceable sink:
+// stderr by default.
+//
+// Example: route bfc's messages into your runtime's logger.
+//
+//   bfc::SetLogSink([](bfc::LogSeverity s, std::string_view msg) {
+//     MyLogger::Write(s == bfc::LogSeverity::kError ? "E" : "W", msg);
+//   });
+//
+// Thread safety: SetLogSink and Log may be called from any thread. The sink is
+// called without any allocator lock held by the caller's thread beyond the
+// allocator's own (a sink must not call back into the allocator that logged).
+#ifndef BFC_LOG_H_
+#define BFC_LOG_H_
+
+#include <functional>
+#include <string_view>
+
+namespace bfc {
+
+enum class LogSeverity { kInfo = 0, kWarning = 1, kError = 2 };
+
+// Returns "I", "W" or "E".
+const char* LogSeverityName(LogSeverity severity);
+
+using LogSink = std::function<void(LogSeverity severity, std::string_view message)>;
+
+// Replaces the process-wide sink and returns the previous one. An empty sink
+// restores the default (one line per message on stderr).
+LogSink SetLogSink(LogSink sink);
+
+// Sends `message` to the current sink.
+void Log(LogSeverity severity, std::string_view message);
+
+}  // namespace bfc
+
+#endif  // BFC_LOG_H_

@@ -1,0 +1,84 @@
+// File: bfc/trace.h
+// -----------------------------------------------------------------------------
+//
+// Allocation traces in RAPIDS RMM's `logging_resource_adaptor` CSV format:
+//
+//   Thread,Time,Action,Pointer,Size,Stream
+//   14666,0.000400172,allocate,0x293b5880,37632,0
+//   14666,0.000512345,free,0x293b5880,37632,0
+//
+// Action is `allocate`, `free` or `allocate failure`. Files may be plain
+// `.csv` or gzip-compressed `.csv.gz`. The original Pointer is used only to
+// pair a free with its allocation.
+//
+// A Trace is parsed text; CompileTrace turns it into replay operations whose
+// pointers are dense slot indices, so a replay loop does no hashing.
+//
+// Thread-compatible.
+#ifndef BFC_TRACE_H_
+#define BFC_TRACE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace bfc {
+
+struct TraceEvent {
+  enum class Action : uint8_t { kAllocate, kFree, kAllocateFailure };
+  Action action = Action::kAllocate;
+  uint64_t thread = 0;
+  double time = 0;
+  uint64_t pointer = 0;  // the original address: pairing only
+  size_t size = 0;
+  uint64_t stream = 0;
+  size_t line = 0;  // 1-based line in the file (the header is line 1)
+};
+
+struct Trace {
+  std::string name;  // file name without directories and extensions
+  std::vector<TraceEvent> events;
+};
+
+// Parses CSV text. Errors name the line and say what is wrong with it.
+absl::StatusOr<Trace> ParseTrace(std::string_view csv, std::string name);
+// Reads a `.csv` or `.csv.gz` file (gzip detected by content). NotFound for a
+// missing file.
+absl::StatusOr<Trace> ReadTrace(const std::string& path);
+
+// One replay step. `slot` is a dense index standing for the original pointer.
+struct ReplayOp {
+  enum class Kind : uint8_t { kAllocate, kFree };
+  Kind kind = Kind::kAllocate;
+  uint32_t slot = 0;
+  size_t size = 0;         // allocate: bytes asked; free: the allocation's size
+  size_t event_index = 0;  // index among the trace's data rows (0-based)
+};
+
+struct CompiledTrace {
+  std::string name;
+  std::vector<ReplayOp> ops;
+  size_t num_slots = 0;           // distinct slots used
+  size_t num_events = 0;          // data rows in the trace
+  size_t num_failure_rows = 0;    // `allocate failure` rows (not replayed)
+  size_t num_unknown_frees = 0;   // frees skipped (only with skip_unknown_frees)
+  size_t peak_live_bytes = 0;     // max over time of live requested bytes
+  size_t peak_live_rounded_bytes = 0;  // same with sizes rounded up to 256
+};
+
+struct CompileOptions {
+  // A free of a pointer that is not live is an error (naming its line) unless
+  // this is set; then it is skipped and counted.
+  bool skip_unknown_frees = false;
+};
+
+absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
+                                           const CompileOptions& options = CompileOptions());
+
+}  // namespace bfc
+
+#endif  // BFC_TRACE_H_
