@@ -1,0 +1,131 @@
+// File: bfc/replay.h
+// -----------------------------------------------------------------------------
+//
+// Replays a CompiledTrace (see bfc/trace.h) against a bfc::Allocator and
+// measures what happened: how much memory the pool needed compared with what
+// the program had live, how many requests failed, and how fast it went.
+//
+// The model: every `allocate` op calls
+//   AllocateRaw(alignment, size, AllocationAttributes{retry_on_failure=false})
+// and stores the pointer in the op's slot; every `free` op calls DeallocateRaw
+// on the slot's pointer. A failed allocation (nullptr) is counted and its later
+// free is skipped, as a program that saw the failure would have done. Slots
+// are dense indices, so the timed loop is an array lookup per op: no hashing,
+// no allocation (the slot table is sized before the clock starts).
+//
+// Peaks of the allocator (`peak_bytes_in_use`, `peak_pool_bytes`) are read
+// from its GetStats() after the loop, so they cover the allocator's whole
+// history since construction (or ClearStats): replay into a fresh allocator
+// to measure one trace.
+//
+// Example:
+//
+//   absl::StatusOr<bfc::Trace> trace = bfc::ReadTrace("resnet18-train.csv");
+//   absl::StatusOr<bfc::CompiledTrace> ops = bfc::CompileTrace(*trace);
+//   bfc::Allocator alloc(std::make_unique<bfc::VirtualSubAllocator>(size_t{64}
+//   << 30),
+//                        size_t{16} << 30, "replay");
+//   absl::StatusOr<bfc::ReplaySummary> s = bfc::ReplayTrace(*ops, alloc);
+//   // s->footprint_ratio, s->ns_per_op, ...
+//
+// Thread safety: a Replayer is thread-compatible (one thread drives it). The
+// allocator may be shared, but then its peaks include the other users.
+#ifndef BFC_REPLAY_H_
+#define BFC_REPLAY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bfc/allocator.h"
+#include "bfc/trace.h"
+
+namespace bfc {
+
+struct ReplayOptions {
+  // Alignment passed to every AllocateRaw (TF's replay uses 256).
+  size_t alignment = kMinAllocationSize;
+  // Called after every allocate op with the pointer it got (nullptr when the
+  // allocation failed). Lets a test record placements or a viewer draw them.
+  std::function<void(const ReplayOp& op, void* ptr)> on_allocate;
+  // Called after every op, allocate or free, with its index in `ops` and the
+  // pointer it allocated or freed (nullptr for a failed allocation or a
+  // skipped free). For periodic Validate() calls and snapshots.
+  std::function<void(size_t op_index, const ReplayOp& op, void* ptr)> after_op;
+  // When callbacks are set, their time is part of `wall_seconds`.
+};
+
+struct ReplaySummary {
+  std::string trace_name;
+  size_t events = 0;       // data rows in the trace
+  size_t ops = 0;          // ops replayed (allocations + frees + skipped frees)
+  size_t allocations = 0;  // allocate ops that succeeded
+  size_t frees = 0;        // DeallocateRaw calls
+  size_t failures = 0;     // allocate ops that got nullptr (size > 0)
+  size_t skipped_frees = 0;      // frees of failed allocations, not replayed
+  size_t live_at_end = 0;        // allocations the trace never freed
+  size_t live_bytes_at_end = 0;  // their requested bytes
+  // Max over time of the requested bytes of successful, live allocations.
+  size_t peak_live_bytes = 0;
+  // From the allocator's GetStats() after the loop (0 if it has no stats).
+  int64_t peak_bytes_in_use = 0;  // whole chunks, rounded and unsplit
+  int64_t peak_pool_bytes = 0;    // bytes held in regions
+  int64_t pool_bytes_at_end = 0;
+  int64_t regions = 0;  // regions obtained from the sub-allocator (num_extends)
+  // peak_pool_bytes / peak_live_bytes: 1.0 is a perfect fit; 0 when nothing
+  // was live.
+  double footprint_ratio = 0;
+  double wall_seconds = 0;  // the op loop only
+  double ns_per_op = 0;
+};
+
+// Drives one CompiledTrace against one allocator. The allocator must outlive
+// the Replayer; the destructor frees whatever the replay left live.
+class Replayer {
+ public:
+  Replayer(const CompiledTrace& trace, Allocator& allocator,
+           ReplayOptions options = ReplayOptions());
+  ~Replayer();
+
+  Replayer(const Replayer&) = delete;
+  Replayer& operator=(const Replayer&) = delete;
+
+  // Replays every op once. Allocations a previous Run left live are freed
+  // first, so Run may be repeated for a warm-allocator (steady-state) pass.
+  // InvalidArgument when the CompiledTrace is inconsistent (a slot out of
+  // range, an allocate into a live slot, a free of a slot never allocated);
+  // that is checked before anything is allocated.
+  absl::StatusOr<ReplaySummary> Run();
+
+  // Frees the allocations the last Run left live; returns how many.
+  size_t ReleaseLive();
+
+  // The pointer in `slot` right now (nullptr if none). For viewers.
+  void* SlotPointer(uint32_t slot) const {
+    return slot < slots_.size() ? slots_[slot] : nullptr;
+  }
+
+ private:
+  template <bool kCallbacks>
+  void Loop(ReplaySummary* summary);
+  absl::Status CheckTrace() const;
+
+  const CompiledTrace& trace_;
+  Allocator& allocator_;
+  const ReplayOptions options_;
+  std::vector<void*> slots_;
+  bool checked_ = false;
+};
+
+// Run once, then free what the trace left live (after the summary's numbers
+// were taken).
+absl::StatusOr<ReplaySummary> ReplayTrace(
+    const CompiledTrace& trace, Allocator& allocator,
+    const ReplayOptions& options = ReplayOptions());
+
+}  // namespace bfc
+
+#endif  // BFC_REPLAY_H_

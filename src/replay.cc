@@ -1,0 +1,163 @@
+#include "bfc/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+
+namespace bfc {
+
+Replayer::Replayer(const CompiledTrace& trace, Allocator& allocator,
+                   ReplayOptions options)
+    : trace_(trace), allocator_(allocator), options_(std::move(options)) {}
+
+Replayer::~Replayer() { ReleaseLive(); }
+
+size_t Replayer::ReleaseLive() {
+  size_t n = 0;
+  for (void*& p : slots_) {
+    if (p != nullptr) {
+      allocator_.DeallocateRaw(p);
+      p = nullptr;
+      ++n;
+    }
+  }
+  return n;
+}
+
+// Simulates slot liveness once, so the timed loop can trust every slot index
+// and never leaks a pointer by overwriting a live slot.
+absl::Status Replayer::CheckTrace() const {
+  std::vector<uint8_t> live(trace_.num_slots, 0);
+  for (size_t i = 0; i < trace_.ops.size(); ++i) {
+    const ReplayOp& op = trace_.ops[i];
+    if (op.slot >= trace_.num_slots) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: op %d (event %d) uses slot %d, but the trace has %d slots",
+          trace_.name, i, op.event_index, op.slot, trace_.num_slots));
+    }
+    uint8_t& l = live[op.slot];
+    if (op.kind == ReplayOp::Kind::kAllocate) {
+      if (l) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: op %d (event %d) allocates into slot %d, which is still live",
+            trace_.name, i, op.event_index, op.slot));
+      }
+      l = 1;
+    } else {
+      if (!l) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: op %d (event %d) frees slot %d, which is not live",
+            trace_.name, i, op.event_index, op.slot));
+      }
+      l = 0;
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <bool kCallbacks>
+void Replayer::Loop(ReplaySummary* s) {
+  AllocationAttributes attr;
+  attr.retry_on_failure = false;
+  const size_t alignment = options_.alignment;
+  void** slots = slots_.data();
+  size_t live = 0;
+  size_t peak = 0;
+  size_t allocations = 0, frees = 0, failures = 0, skipped = 0;
+  const ReplayOp* ops = trace_.ops.data();
+  const size_t n = trace_.ops.size();
+  for (size_t i = 0; i < n; ++i) {
+    const ReplayOp& op = ops[i];
+    void* p;
+    if (op.kind == ReplayOp::Kind::kAllocate) {
+      p = allocator_.AllocateRaw(alignment, op.size, attr);
+      slots[op.slot] = p;
+      if (p != nullptr) {
+        ++allocations;
+        live += op.size;
+        peak = std::max(peak, live);
+      } else if (op.size > 0) {
+        ++failures;
+      }
+      if constexpr (kCallbacks) {
+        if (options_.on_allocate) options_.on_allocate(op, p);
+      }
+    } else {
+      p = slots[op.slot];
+      if (p != nullptr) {
+        allocator_.DeallocateRaw(p);
+        slots[op.slot] = nullptr;
+        live -= op.size;
+        ++frees;
+      } else {
+        ++skipped;
+      }
+    }
+    if constexpr (kCallbacks) {
+      if (options_.after_op) options_.after_op(i, op, p);
+    }
+  }
+  s->allocations = allocations;
+  s->frees = frees;
+  s->failures = failures;
+  s->skipped_frees = skipped;
+  s->peak_live_bytes = peak;
+  s->live_bytes_at_end = live;
+}
+
+absl::StatusOr<ReplaySummary> Replayer::Run() {
+  if (!checked_) {
+    absl::Status st = CheckTrace();
+    if (!st.ok()) return st;
+    checked_ = true;
+  }
+  ReleaseLive();
+  slots_.assign(trace_.num_slots, nullptr);
+
+  ReplaySummary s;
+  s.trace_name = trace_.name;
+  s.events = trace_.num_events;
+  s.ops = trace_.ops.size();
+
+  const bool callbacks = options_.on_allocate || options_.after_op;
+  auto start = std::chrono::steady_clock::now();
+  if (callbacks) {
+    Loop<true>(&s);
+  } else {
+    Loop<false>(&s);
+  }
+  auto end = std::chrono::steady_clock::now();
+  s.wall_seconds = std::chrono::duration<double>(end - start).count();
+  s.ns_per_op =
+      s.ops == 0 ? 0 : s.wall_seconds * 1e9 / static_cast<double>(s.ops);
+
+  s.live_at_end = static_cast<size_t>(std::count_if(
+      slots_.begin(), slots_.end(), [](void* p) { return p != nullptr; }));
+  std::optional<AllocatorStats> stats = allocator_.GetStats();
+  if (stats.has_value()) {
+    s.peak_bytes_in_use = stats->peak_bytes_in_use;
+    s.peak_pool_bytes = stats->peak_pool_bytes.value_or(0);
+    s.pool_bytes_at_end = stats->pool_bytes.value_or(0);
+    s.regions = stats->num_extends;
+  }
+  s.footprint_ratio = s.peak_live_bytes == 0
+                          ? 0
+                          : static_cast<double>(s.peak_pool_bytes) /
+                                static_cast<double>(s.peak_live_bytes);
+  return s;
+}
+
+absl::StatusOr<ReplaySummary> ReplayTrace(const CompiledTrace& trace,
+                                          Allocator& allocator,
+                                          const ReplayOptions& options) {
+  Replayer replayer(trace, allocator, options);
+  absl::StatusOr<ReplaySummary> s = replayer.Run();
+  replayer.ReleaseLive();
+  return s;
+}
+
+}  // namespace bfc
