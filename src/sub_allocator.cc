@@ -1,0 +1,50 @@
+// File: src/sub_allocator.cc
+// -----------------------------------------------------------------------------
+//
+// The SubAllocator base: visitor bookkeeping shared by every implementation,
+// and the names of memory types used in messages and dumps.
+#include "bfc/sub_allocator.h"
+
+#include <utility>
+
+namespace bfc {
+
+const char* MemoryTypeName(MemoryType type) {
+  switch (type) {
+    case MemoryType::kUnknown:
+      return "unknown";
+    case MemoryType::kDevice:
+      return "device";
+    case MemoryType::kHostPageable:
+      return "host-pageable";
+    case MemoryType::kHostPinned:
+      return "host-pinned";
+  }
+  // An out-of-range enum value (cast from an int) must still print something.
+  return "unknown";
+}
+
+SubAllocator::SubAllocator(std::vector<Visitor> alloc_visitors,
+                           std::vector<Visitor> free_visitors)
+    : alloc_visitors_(std::move(alloc_visitors)),
+      free_visitors_(std::move(free_visitors)) {}
+
+SubAllocator::~SubAllocator() = default;
+
+MemoryType SubAllocator::GetMemoryType() const { return MemoryType::kUnknown; }
+
+void SubAllocator::VisitAlloc(void* ptr, int index, size_t num_bytes) {
+  for (const Visitor& v : alloc_visitors_) {
+    if (v) v(ptr, index, num_bytes);
+  }
+}
+
+void SubAllocator::VisitFree(void* ptr, int index, size_t num_bytes) {
+  // Reverse order so that a visitor pair registered as (A, B) unwinds as
+  // (B, A): whatever B set up on top of A's state is torn down first.
+  for (auto it = free_visitors_.rbegin(); it != free_visitors_.rend(); ++it) {
+    if (*it) (*it)(ptr, index, num_bytes);
+  }
+}
+
+}  // namespace bfc

@@ -1,0 +1,211 @@
+// File: src/virtual_sub_allocator.cc
+// -----------------------------------------------------------------------------
+//
+// VirtualSubAllocator: address-space bookkeeping over one PROT_NONE mapping.
+//
+// Two ordered maps describe the reservation: `free_ranges_` (offset -> length,
+// always coalesced) and `used_ranges_` (offset -> length handed out). Every
+// block also owns the `gap_bytes` that follow it (clipped at the end of the
+// reservation): the gap goes back to `free_ranges_` with its block, so while a
+// block is live nothing can be placed right after it and no two blocks are
+// adjacent. The reserved length is therefore a pure function of the handed-out
+// length and the offset, and need not be stored.
+//
+// Counters: num_alloc_calls() and num_free_calls() count every call (failed
+// ones included; a Free of nullptr is not a call that did anything and is not
+// counted); invalid_frees() counts the Free calls that were ignored.
+#include "bfc/virtual_sub_allocator.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "bfc/log.h"
+
+namespace bfc {
+namespace {
+
+// The allocator's chunk granularity: both block sizes and block addresses are
+// multiples of it, so the allocator's region map never sees a ragged edge.
+constexpr size_t kGranule = 256;
+
+bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+// Rounds `x` up to a multiple of the power of two `a`; false on overflow.
+bool RoundUp(size_t x, size_t a, size_t* out) {
+  if (x > std::numeric_limits<size_t>::max() - (a - 1)) return false;
+  *out = (x + a - 1) & ~(a - 1);
+  return true;
+}
+
+size_t PageSize() {
+  const long page = sysconf(_SC_PAGESIZE);
+  return page > 0 ? static_cast<size_t>(page) : size_t{4096};
+}
+
+}  // namespace
+
+VirtualSubAllocator::VirtualSubAllocator(size_t capacity_bytes)
+    : VirtualSubAllocator(capacity_bytes, Options()) {}
+
+VirtualSubAllocator::VirtualSubAllocator(size_t capacity_bytes,
+                                         const Options& options)
+    : VirtualSubAllocator(capacity_bytes, options, {}, {}) {}
+
+VirtualSubAllocator::VirtualSubAllocator(size_t capacity_bytes,
+                                         const Options& options,
+                                         std::vector<Visitor> alloc_visitors,
+                                         std::vector<Visitor> free_visitors)
+    : SubAllocator(std::move(alloc_visitors), std::move(free_visitors)),
+      options_(options) {
+  size_t capacity = 0;
+  if (capacity_bytes == 0 || !RoundUp(capacity_bytes, PageSize(), &capacity)) {
+    return;
+  }
+  // PROT_NONE + MAP_NORESERVE: the kernel hands out address space only, with
+  // no commit charge, so terabyte reservations succeed on small machines and
+  // any accidental dereference faults instead of silently using memory.
+  void* base = mmap(nullptr, capacity, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    Log(LogSeverity::kError,
+        absl::StrFormat("VirtualSubAllocator: cannot reserve %d bytes of "
+                        "address space; every Alloc will fail",
+                        capacity_bytes));
+    return;
+  }
+  base_ = static_cast<char*>(base);
+  capacity_ = capacity;
+  free_ranges_.emplace(0, capacity_);
+}
+
+VirtualSubAllocator::~VirtualSubAllocator() {
+  if (base_ != nullptr) munmap(base_, capacity_);
+}
+
+void* VirtualSubAllocator::Alloc(size_t alignment, size_t num_bytes,
+                                 size_t* bytes_received) {
+  ++num_alloc_calls_;
+  if (bytes_received != nullptr) *bytes_received = 0;
+  if (base_ == nullptr || num_bytes == 0 || !IsPowerOfTwo(alignment)) {
+    return nullptr;
+  }
+  if (alignment < kGranule) alignment = kGranule;
+  size_t length = 0;
+  if (!RoundUp(num_bytes, kGranule, &length) || length > capacity_) {
+    return nullptr;
+  }
+  const uintptr_t base_addr = reinterpret_cast<uintptr_t>(base_);
+  // With never_reuse, everything below the bump pointer is dead address space
+  // even once freed, so the search starts there.
+  const size_t floor = options_.never_reuse ? next_offset_ : 0;
+  for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
+    const size_t range_off = it->first;
+    const size_t range_end = it->first + it->second;
+    const size_t start = range_off > floor ? range_off : floor;
+    if (start >= range_end) continue;
+    // Alignment is of the address, not the offset: the base is only page
+    // aligned, and callers may ask for more.
+    size_t aligned_addr = 0;
+    if (!RoundUp(base_addr + start, alignment, &aligned_addr)) continue;
+    const size_t off = aligned_addr - base_addr;
+    if (off >= range_end || range_end - off < length) continue;
+    // The gap must fit too, except at the very end of the reservation where
+    // nothing can follow the block anyway.
+    size_t reserved = length;
+    if (options_.gap_bytes > 0) {
+      const size_t room = range_end - off;
+      const bool at_end = range_end == capacity_;
+      if (room - length >= options_.gap_bytes) {
+        reserved = length + options_.gap_bytes;
+      } else if (at_end) {
+        reserved = room;
+      } else {
+        continue;
+      }
+    }
+    // Carve [off, off + reserved) out of the free range, keeping both sides.
+    free_ranges_.erase(it);
+    if (off > range_off) free_ranges_.emplace(range_off, off - range_off);
+    if (off + reserved < range_end) {
+      free_ranges_.emplace(off + reserved, range_end - (off + reserved));
+    }
+    used_ranges_.emplace(off, length);
+    bytes_in_use_ += length;
+    if (options_.never_reuse) next_offset_ = off + reserved;
+    if (bytes_received != nullptr) *bytes_received = length;
+    void* ptr = base_ + off;
+    VisitAlloc(ptr, 0, length);
+    return ptr;
+  }
+  return nullptr;
+}
+
+void VirtualSubAllocator::Free(void* ptr, size_t num_bytes) {
+  if (ptr == nullptr) return;
+  ++num_free_calls_;
+  char* p = static_cast<char*>(ptr);
+  size_t length = 0;
+  if (base_ == nullptr || p < base_ || p >= base_ + capacity_ ||
+      num_bytes == 0 || !RoundUp(num_bytes, kGranule, &length)) {
+    ++invalid_frees_;
+    return;
+  }
+  const size_t begin = static_cast<size_t>(p - base_);
+  const size_t end = begin + length;
+  // Accept exactly a run of handed-out blocks that tile [begin, end): this is
+  // what the allocator gives back after merging contiguous regions. Check the
+  // whole run before changing anything so a bad Free leaves no trace.
+  std::vector<std::map<size_t, size_t>::iterator> blocks;
+  size_t cur = begin;
+  while (cur < end) {
+    auto it = used_ranges_.find(cur);
+    if (it == used_ranges_.end() || it->second > end - cur) {
+      ++invalid_frees_;
+      Log(LogSeverity::kError,
+          absl::StrFormat("VirtualSubAllocator: ignoring Free(%p, %d): not a "
+                          "contiguous run of blocks it handed out",
+                          ptr, num_bytes));
+      return;
+    }
+    // With gap_bytes a block's gap belongs to no block, so a run that spans
+    // it fails the lookup above on the next iteration.
+    blocks.push_back(it);
+    cur += it->second;
+  }
+  VisitFree(ptr, 0, num_bytes);
+  for (auto it : blocks) {
+    const size_t off = it->first;
+    const size_t len = it->second;
+    size_t reserved = len + options_.gap_bytes;
+    if (reserved > capacity_ - off) reserved = capacity_ - off;
+    used_ranges_.erase(it);
+    bytes_in_use_ -= len;
+    // Give [off, off + reserved) back and merge with both free neighbours so
+    // first fit sees the largest possible ranges.
+    size_t new_off = off;
+    size_t new_len = reserved;
+    auto next = free_ranges_.lower_bound(off);
+    if (next != free_ranges_.end() && next->first == off + reserved) {
+      new_len += next->second;
+      next = free_ranges_.erase(next);
+    }
+    if (next != free_ranges_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == off) {
+        new_off = prev->first;
+        new_len += prev->second;
+        free_ranges_.erase(prev);
+      }
+    }
+    free_ranges_.emplace(new_off, new_len);
+  }
+}
+
+}  // namespace bfc
