@@ -131,7 +131,8 @@ class Allocator {
   // alignment or an overflowing size: nullptr, a logged error and
   // `num_invalid_requests` counted.
   void* AllocateRaw(size_t alignment, size_t num_bytes);
-  void* AllocateRaw(size_t alignment, size_t num_bytes, const AllocationAttributes& attr);
+  void* AllocateRaw(size_t alignment, size_t num_bytes,
+                    const AllocationAttributes& attr);
   // nullptr: no-op. A pointer this allocator did not hand out (foreign,
   // interior, already free): logged, counted in `num_invalid_frees`, state
   // untouched (or abort, with Options::abort_on_invalid_input).
@@ -141,8 +142,9 @@ class Allocator {
   //   InvalidArgument:   num_bytes == 0, bad alignment, overflowing size.
   //   ResourceExhausted: out of memory; the message says what was asked,
   //                      what is in use, the limit and the largest free chunk.
-  absl::StatusOr<void*> Allocate(size_t num_bytes, size_t alignment = kMinAllocationSize,
-                                 const AllocationAttributes& attr = AllocationAttributes());
+  absl::StatusOr<void*> Allocate(
+      size_t num_bytes, size_t alignment = kMinAllocationSize,
+      const AllocationAttributes& attr = AllocationAttributes());
   // OK for nullptr. InvalidArgument (state untouched) for a pointer this
   // allocator did not hand out or already took back.
   absl::Status Deallocate(void* ptr);
@@ -185,41 +187,62 @@ class Allocator {
                             std::string* error) const;
 
   void* AllocateRawInternal(size_t alignment, size_t num_bytes, size_t rounded,
-                            bool dump_log_on_failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+                            bool dump_log_on_failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A request that passed CheckRequest: retry path or a single attempt.
+  void* AllocateChecked(size_t alignment, size_t num_bytes, size_t rounded,
+                        const AllocationAttributes& attr)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   void* AllocateWithRetry(size_t alignment, size_t num_bytes, size_t rounded,
-                          const AllocationAttributes& attr) ABSL_LOCKS_EXCLUDED(mutex_);
+                          const AllocationAttributes& attr)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   void* FindChunkPtr(BinNum bin_num, size_t alignment, size_t rounded_bytes,
                      size_t num_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  bool Extend(size_t alignment, size_t rounded_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  bool DeallocateFreeRegions(size_t rounded_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool Extend(size_t alignment, size_t rounded_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool DeallocateFreeRegions(size_t rounded_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   size_t ReleaseFreeRegionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  void SplitChunk(ChunkHandle h, size_t num_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void Merge(ChunkHandle h1, ChunkHandle h2) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Cuts chunk `h` after `num_bytes`; returns the new (free, unbinned)
+  // remainder's handle.
+  ChunkHandle SplitChunk(ChunkHandle h, size_t num_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void Merge(ChunkHandle h1, ChunkHandle h2)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DeleteChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  ChunkHandle TryToCoalesce(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void InsertFreeChunkIntoBin(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void RemoveFreeChunkFromBin(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  ChunkHandle TryToCoalesce(ChunkHandle h)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void InsertFreeChunkIntoBin(ChunkHandle h)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RemoveFreeChunkFromBin(ChunkHandle h)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void MarkFree(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // The live in-use chunk starting at `ptr`, or kInvalidChunkHandle.
-  ChunkHandle InUseChunk(const void* ptr) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  ChunkHandle InUseChunk(const void* ptr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Why `ptr` is not a live allocation of ours, for messages.
   std::string DescribeInvalidPointer(const void* ptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees a live chunk; returns false with *error if `ptr` is not one.
-  bool DeallocateLocked(void* ptr, std::string* error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void ReportInvalid(const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool DeallocateLocked(void* ptr, std::string* error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ReportInvalid(const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   size_t LargestFreeChunkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  std::string OomMessage(size_t num_bytes, size_t rounded, size_t alignment) const
+  std::string OomMessage(size_t num_bytes, size_t rounded,
+                         size_t alignment) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void LogOom(size_t num_bytes, size_t rounded, size_t alignment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  std::string RenderOccupancyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::string RenderOccupancyLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status ValidateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // With BFC_EXPENSIVE_CHECKS: Validate and abort on a violation.
-  void MaybeValidate(const char* where) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void MaybeValidate(const char* where) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   std::unique_ptr<SubAllocator> sub_allocator_;
   const std::string name_;

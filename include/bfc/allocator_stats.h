@@ -16,10 +16,10 @@
 namespace bfc {
 
 struct AllocatorStats {
-  int64_t num_allocs = 0;          // allocations since construction or ClearStats()
-  int64_t bytes_in_use = 0;        // sum of in-use chunk sizes (rounded)
+  int64_t num_allocs = 0;    // allocations since construction or ClearStats()
+  int64_t bytes_in_use = 0;  // sum of in-use chunk sizes (rounded)
   int64_t peak_bytes_in_use = 0;
-  int64_t largest_alloc_size = 0;  // largest in-use chunk size handed out
+  int64_t largest_alloc_size = 0;      // largest in-use chunk size handed out
   std::optional<int64_t> bytes_limit;  // total_memory
 
   // TF's fields for allocators that reserve memory ahead; BFC reports 0.
@@ -28,16 +28,20 @@ struct AllocatorStats {
   std::optional<int64_t> bytes_reservable_limit;
 
   int64_t largest_free_block_bytes = 0;  // the largest free chunk right now
-  std::optional<int64_t> pool_bytes;     // bytes held in regions from the sub-allocator
+  std::optional<int64_t>
+      pool_bytes;  // bytes held in regions from the sub-allocator
   std::optional<int64_t> peak_pool_bytes;
 
   // --- bfc additions: incident counters (never reset by ClearStats) ---------
-  int64_t num_invalid_frees = 0;     // DeallocateRaw/Deallocate of a pointer we do not own
+  int64_t num_invalid_frees =
+      0;  // DeallocateRaw/Deallocate of a pointer we do not own
   int64_t num_invalid_requests = 0;  // bad alignment, overflowing size, ...
-  int64_t num_ooms = 0;              // allocations that failed for lack of memory
-  int64_t num_extends = 0;           // regions obtained from the sub-allocator
-  int64_t num_regions_released = 0;  // regions given back (GC, ReleaseFreeRegions)
-  int64_t num_sub_allocator_rejects = 0;  // sub-allocator memory refused (misaligned, short)
+  int64_t num_ooms = 0;     // allocations that failed for lack of memory
+  int64_t num_extends = 0;  // regions obtained from the sub-allocator
+  int64_t num_regions_released =
+      0;  // regions given back (GC, ReleaseFreeRegions)
+  int64_t num_sub_allocator_rejects =
+      0;  // sub-allocator memory refused (misaligned, short)
 
   // One line per field, TF's layout first.
   std::string DebugString() const;

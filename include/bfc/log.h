@@ -28,7 +28,8 @@ enum class LogSeverity { kInfo = 0, kWarning = 1, kError = 2 };
 // Returns "I", "W" or "E".
 const char* LogSeverityName(LogSeverity severity);
 
-using LogSink = std::function<void(LogSeverity severity, std::string_view message)>;
+using LogSink =
+    std::function<void(LogSeverity severity, std::string_view message)>;
 
 // Replaces the process-wide sink and returns the previous one. An empty sink
 // restores the default (one line per message on stderr).

@@ -7,14 +7,15 @@
 // never sees individual user allocations. Implementations in this library:
 //
 //   HostSubAllocator        pageable host memory            kHostPageable
-//   VirtualSubAllocator     reserved, never-touched range   kUnknown (simulation)
-//   CudaDeviceSubAllocator  cudaMalloc / cudaFree           kDevice
+//   VirtualSubAllocator     reserved, never-touched range   kUnknown
+//   (simulation) CudaDeviceSubAllocator  cudaMalloc / cudaFree kDevice
 //   CudaPinnedSubAllocator  cudaHostAlloc / cudaFreeHost    kHostPinned
 //
 // Contract for implementers (the allocator checks what it can and refuses
 // memory that breaks it, giving it straight back):
 //   * `Alloc` returns nullptr or at least `num_bytes` bytes aligned to
-//     `alignment`, and sets `*bytes_received` to the usable size (>= num_bytes).
+//     `alignment`, and sets `*bytes_received` to the usable size (>=
+//     num_bytes).
 //   * `Free(ptr, n)` receives exactly a pointer and size returned by `Alloc`,
 //     or, when `SupportsCoalescing()` is true, any union of contiguous blocks
 //     returned by `Alloc`.
@@ -42,7 +43,8 @@ class SubAllocator {
   // index: device ordinal or NUMA node the memory belongs to.
   using Visitor = std::function<void(void* ptr, int index, size_t num_bytes)>;
 
-  SubAllocator(std::vector<Visitor> alloc_visitors, std::vector<Visitor> free_visitors);
+  SubAllocator(std::vector<Visitor> alloc_visitors,
+               std::vector<Visitor> free_visitors);
   virtual ~SubAllocator();
 
   SubAllocator(const SubAllocator&) = delete;
@@ -50,7 +52,8 @@ class SubAllocator {
 
   // At least num_bytes aligned to `alignment`, or nullptr. *bytes_received may
   // exceed num_bytes.
-  virtual void* Alloc(size_t alignment, size_t num_bytes, size_t* bytes_received) = 0;
+  virtual void* Alloc(size_t alignment, size_t num_bytes,
+                      size_t* bytes_received) = 0;
   virtual void Free(void* ptr, size_t num_bytes) = 0;
 
   // True when memory from successive Alloc calls may be contiguous and may be

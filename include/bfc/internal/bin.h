@@ -21,7 +21,8 @@
 namespace bfc::internal {
 
 inline constexpr int kBinMinAllocationBits = 8;  // == bfc::kMinAllocationBits
-inline constexpr size_t kBinMinAllocationSize = size_t{1} << kBinMinAllocationBits;
+inline constexpr size_t kBinMinAllocationSize = size_t{1}
+                                                << kBinMinAllocationBits;
 inline constexpr int kBinCount = 21;  // == bfc::kNumBins
 
 // Rounds `bytes` up to a multiple of 256 (at least 256). Requires
@@ -39,8 +40,9 @@ inline size_t BinNumToSize(BinNum b) { return kBinMinAllocationSize << b; }
 
 // The bin for a chunk (or request) of `bytes`.
 inline BinNum BinNumForSize(size_t bytes) {
-  uint64_t v = (bytes < kBinMinAllocationSize ? kBinMinAllocationSize : bytes) >>
-               kBinMinAllocationBits;
+  uint64_t v =
+      (bytes < kBinMinAllocationSize ? kBinMinAllocationSize : bytes) >>
+      kBinMinAllocationBits;
   const int log2 = 63 - __builtin_clzll(v);
   return log2 < kBinCount - 1 ? log2 : kBinCount - 1;
 }

@@ -20,7 +20,8 @@
 namespace bfc::internal {
 
 using ChunkHandle = uint32_t;
-inline constexpr ChunkHandle kInvalidChunkHandle = std::numeric_limits<ChunkHandle>::max();
+inline constexpr ChunkHandle kInvalidChunkHandle =
+    std::numeric_limits<ChunkHandle>::max();
 
 using BinNum = int32_t;
 inline constexpr BinNum kInvalidBinNum = -1;

@@ -28,7 +28,8 @@ namespace bfc::internal {
 
 class AllocationRegion {
  public:
-  AllocationRegion(void* ptr, size_t memory_size) : ptr_(ptr), memory_size_(memory_size) {}
+  AllocationRegion(void* ptr, size_t memory_size)
+      : ptr_(ptr), memory_size_(memory_size) {}
 
   void* ptr() const { return ptr_; }
   size_t memory_size() const { return memory_size_; }
@@ -56,6 +57,11 @@ class RegionManager {
   // If a region ends exactly at `ptr`, extends it by `memory_size` and returns
   // it; otherwise records a new region and returns nullptr.
   AllocationRegion* AddOrExtendAllocationRegion(void* ptr, size_t memory_size);
+
+  // If another region starts exactly where the region starting at
+  // `region_ptr` ends, absorbs it and returns its (former) start; otherwise
+  // returns nullptr.
+  void* MergeWithFollowing(const void* region_ptr);
 
   // Removes the region starting at `ptr` (and nothing else). Returns false if
   // no region starts there. Chunk handles must have been erased by the caller.

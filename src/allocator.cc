@@ -1,0 +1,958 @@
+// File: src/allocator.cc
+// The BFC algorithm. Placement, splitting, merging and growth follow
+// TensorFlow's BFCAllocator step by step (see allocator.h for the model); the
+// data structures differ where TF's cost is avoidable: bins are B-trees of
+// (size, address, handle) keys with a bitmap of non-empty bins, and the region
+// map holds one entry per chunk rather than one per 256 bytes.
+#include "bfc/allocator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/log.h"
+
+namespace bfc {
+namespace {
+
+using internal::BinNumForSize;
+using internal::Chunk;
+using internal::kInvalidBinNum;
+using internal::kInvalidChunkHandle;
+using internal::RoundedBytes;
+
+constexpr size_t kDefaultInitialRegionBytes = size_t{2} << 20;  // 2 MiB, as TF
+constexpr int64_t kDefaultMaxInternalFragmentation = int64_t{128} << 20;
+// TF backs off with a float factor; the product is computed in float, which
+// matters for which sizes the sub-allocator is asked for.
+constexpr float kBackpedalFactor = 0.9f;
+
+bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+uintptr_t AlignUp(uintptr_t a, size_t alignment) {
+  return (a + alignment - 1) & ~(static_cast<uintptr_t>(alignment) - 1);
+}
+
+// "1.5GiB", "256B": TF's HumanReadableNumBytes style.
+std::string HumanBytes(int64_t num_bytes) {
+  if (num_bytes < 1024) return absl::StrCat(num_bytes, "B");
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB",
+                                       "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(num_bytes) / 1024.0;
+  int unit = 0;
+  while (v >= 1024.0 && unit < 5) {
+    v /= 1024.0;
+    ++unit;
+  }
+  return absl::StrFormat("%.2f%s", v, kUnits[unit]);
+}
+
+int64_t MaxInternalFragmentation(double fraction, size_t total_memory) {
+  if (fraction > 0.0 && fraction <= 1.0) {
+    return static_cast<int64_t>(fraction * static_cast<double>(total_memory));
+  }
+  return kDefaultMaxInternalFragmentation;
+}
+
+}  // namespace
+
+Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
+                     size_t total_memory, std::string name)
+    : Allocator(std::move(sub_allocator), total_memory, std::move(name),
+                Options()) {}
+
+Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
+                     size_t total_memory, std::string name,
+                     const Options& options)
+    : sub_allocator_(std::move(sub_allocator)),
+      name_(std::move(name)),
+      opts_(options),
+      memory_limit_(total_memory),
+      coalesce_regions_(sub_allocator_ != nullptr &&
+                        sub_allocator_->SupportsCoalescing()),
+      max_internal_fragmentation_bytes_(MaxInternalFragmentation(
+          options.fragmentation_fraction, total_memory)) {
+  absl::MutexLock lock(&mutex_);
+  // Without growth the first Extend takes the whole limit; nothing is taken
+  // here, so constructing an allocator is free.
+  const size_t capped = std::min(total_memory, internal::kMaxRoundableBytes);
+  curr_region_allocation_bytes_ =
+      opts_.allow_growth
+          ? RoundedBytes(std::min(capped, kDefaultInitialRegionBytes))
+          : RoundedBytes(capped);
+  stats_.bytes_limit = static_cast<int64_t>(std::min<size_t>(
+      total_memory, static_cast<size_t>(std::numeric_limits<int64_t>::max())));
+  stats_.pool_bytes = 0;
+  stats_.peak_pool_bytes = 0;
+  if (sub_allocator_ == nullptr) {
+    Log(LogSeverity::kError,
+        absl::StrCat("Allocator '", name_,
+                     "' has no sub-allocator; every allocation will fail"));
+  }
+  if (!(opts_.fragmentation_fraction >= 0.0 &&
+        opts_.fragmentation_fraction <= 1.0)) {
+    Log(LogSeverity::kWarning,
+        absl::StrCat("Allocator '", name_, "': fragmentation_fraction ",
+                     opts_.fragmentation_fraction,
+                     " is outside [0, 1]; using the 128 MiB cap"));
+  }
+}
+
+Allocator::~Allocator() {
+  absl::MutexLock lock(&mutex_);
+  int64_t outstanding = 0;
+  int64_t outstanding_bytes = 0;
+  for (internal::ChunkHandle h = 0; h < chunks_.capacity(); ++h) {
+    const Chunk& c = chunks_[h];
+    if (c.in_use()) {
+      ++outstanding;
+      outstanding_bytes += static_cast<int64_t>(c.size);
+    }
+  }
+  if (outstanding > 0) {
+    Log(LogSeverity::kWarning,
+        absl::StrFormat(
+            "Allocator '%s' destroyed with %d outstanding allocation(s) "
+            "holding %s "
+            "(%d bytes); their memory is returned to the sub-allocator",
+            name_, outstanding, HumanBytes(outstanding_bytes),
+            outstanding_bytes));
+  }
+  if (sub_allocator_ != nullptr) {
+    for (const internal::AllocationRegion& r : region_manager_.regions()) {
+      sub_allocator_->Free(r.ptr(), r.memory_size());
+    }
+  }
+}
+
+// --- Request checking --------------------------------------------------------
+
+Allocator::RequestCheck Allocator::CheckRequest(size_t alignment,
+                                                size_t num_bytes,
+                                                size_t* rounded,
+                                                std::string* error) const {
+  if (num_bytes == 0) return RequestCheck::kZero;
+  if (!IsPowerOfTwo(alignment)) {
+    *error = absl::StrCat("alignment ", alignment,
+                          " is not a power of two (asked for ", num_bytes,
+                          " bytes)");
+    return RequestCheck::kInvalid;
+  }
+  if (num_bytes > internal::kMaxRoundableBytes) {
+    *error =
+        absl::StrCat("size ", num_bytes,
+                     " bytes overflows when rounded up to a multiple of 256");
+    return RequestCheck::kInvalid;
+  }
+  *rounded = RoundedBytes(num_bytes);
+  if (alignment > kMinAllocationSize) {
+    if (alignment > memory_limit_) {
+      *error = absl::StrCat("alignment ", alignment,
+                            " exceeds the allocator's limit of ", memory_limit_,
+                            " bytes");
+      return RequestCheck::kInvalid;
+    }
+    if (*rounded >
+        std::numeric_limits<size_t>::max() - (alignment - kMinAllocationSize)) {
+      *error = absl::StrCat("size ", num_bytes, " bytes with alignment ",
+                            alignment, " overflows once padded for alignment");
+      return RequestCheck::kInvalid;
+    }
+  }
+  return RequestCheck::kOk;
+}
+
+// --- Allocation --------------------------------------------------------------
+
+void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes) {
+  return AllocateRaw(alignment, num_bytes, AllocationAttributes());
+}
+
+void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
+                             const AllocationAttributes& attr) {
+  size_t rounded = 0;
+  std::string error;
+  switch (CheckRequest(alignment, num_bytes, &rounded, &error)) {
+    case RequestCheck::kZero:
+      return nullptr;  // TF: a zero-byte request gets nullptr, nothing else.
+    case RequestCheck::kInvalid: {
+      absl::MutexLock lock(&mutex_);
+      ++stats_.num_invalid_requests;
+      ReportInvalid(absl::StrCat("AllocateRaw: ", error));
+      return nullptr;
+    }
+    case RequestCheck::kOk:
+      break;
+  }
+  return AllocateChecked(alignment, num_bytes, rounded, attr);
+}
+
+absl::StatusOr<void*> Allocator::Allocate(size_t num_bytes, size_t alignment,
+                                          const AllocationAttributes& attr) {
+  size_t rounded = 0;
+  std::string error;
+  switch (CheckRequest(alignment, num_bytes, &rounded, &error)) {
+    case RequestCheck::kZero:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Allocator '", name_,
+          "': Allocate of 0 bytes (AllocateRaw returns nullptr for it)"));
+    case RequestCheck::kInvalid: {
+      absl::MutexLock lock(&mutex_);
+      ++stats_.num_invalid_requests;
+      return absl::InvalidArgumentError(
+          absl::StrCat("Allocator '", name_, "': ", error));
+    }
+    case RequestCheck::kOk:
+      break;
+  }
+  void* ptr = AllocateChecked(alignment, num_bytes, rounded, attr);
+  if (ptr != nullptr) return ptr;
+  absl::MutexLock lock(&mutex_);
+  return absl::ResourceExhaustedError(
+      OomMessage(num_bytes, rounded, alignment));
+}
+
+void* Allocator::AllocateChecked(size_t alignment, size_t num_bytes,
+                                 size_t rounded,
+                                 const AllocationAttributes& attr) {
+  // Waiting cannot help a request larger than the whole limit.
+  if (opts_.allow_retry_on_failure && attr.retry_on_failure &&
+      rounded <= memory_limit_) {
+    return AllocateWithRetry(alignment, num_bytes, rounded, attr);
+  }
+  absl::MutexLock lock(&mutex_);
+  void* ptr = AllocateRawInternal(alignment, num_bytes, rounded,
+                                  /*dump_log_on_failure=*/true);
+  if (ptr == nullptr) {
+    ++stats_.num_ooms;
+    // TF logs non-retryable failures too: the caller may have a fallback,
+    // but the user may want to know memory was short.
+    LogOom(num_bytes, rounded, alignment);
+  }
+  return ptr;
+}
+
+void* Allocator::AllocateWithRetry(size_t alignment, size_t num_bytes,
+                                   size_t rounded,
+                                   const AllocationAttributes& attr) {
+  const absl::Time deadline = absl::Now() + opts_.retry_timeout;
+  absl::MutexLock lock(&mutex_);
+  for (;;) {
+    void* ptr = AllocateRawInternal(alignment, num_bytes, rounded, false);
+    if (ptr != nullptr) return ptr;
+    if (absl::Now() >= deadline) break;
+    // Every free signals the condition variable while someone waits, so each
+    // free gets the waiter one more attempt, as TF's AllocatorRetry does.
+    ++num_waiters_;
+    freed_cv_.WaitWithDeadline(&mutex_, deadline);
+    --num_waiters_;
+  }
+  ++stats_.num_ooms;
+  LogOom(num_bytes, rounded, alignment);
+  return nullptr;
+}
+
+void* Allocator::AllocateRawInternal(size_t alignment, size_t num_bytes,
+                                     size_t rounded, bool dump_log_on_failure) {
+  const BinNum bin_num = BinNumForSize(rounded);
+  void* ptr = FindChunkPtr(bin_num, alignment, rounded, num_bytes);
+  if (ptr != nullptr) return ptr;
+  if (Extend(alignment, rounded)) {
+    ptr = FindChunkPtr(bin_num, alignment, rounded, num_bytes);
+    if (ptr != nullptr) return ptr;
+  }
+  // Last resort before failing: give fully-free regions back so the
+  // sub-allocator can hand out one larger region.
+  if (DeallocateFreeRegions(rounded) && Extend(alignment, rounded)) {
+    ptr = FindChunkPtr(bin_num, alignment, rounded, num_bytes);
+    if (ptr != nullptr) return ptr;
+  }
+  return nullptr;
+}
+
+void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
+                              size_t rounded_bytes, size_t num_bytes) {
+  const bool over_aligned = alignment > kMinAllocationSize;
+  uint32_t candidates = non_empty_bins_ & (~uint32_t{0} << bin_num);
+  while (candidates != 0) {
+    const BinNum b = __builtin_ctz(candidates);
+    candidates &= candidates - 1;
+    const internal::Bin::Entry* entry;
+    if (!over_aligned) {
+      entry = bins_[b].FindBestFit(rounded_bytes);
+    } else {
+      entry =
+          bins_[b].FindFirst(rounded_bytes, [&](const internal::Bin::Entry& e) {
+            const uintptr_t pad = AlignUp(e.addr, alignment) - e.addr;
+            return e.size >= pad && e.size - pad >= rounded_bytes;
+          });
+    }
+    if (entry == nullptr) continue;
+
+    ChunkHandle h = entry->handle;
+    RemoveFreeChunkFromBin(h);  // `entry` is dangling from here on.
+    if (over_aligned) {
+      const size_t pad =
+          AlignUp(chunks_[h].addr(), alignment) - chunks_[h].addr();
+      if (pad > 0) {
+        // The aligned prefix stays free; its previous neighbour is in use
+        // (coalescing is complete), so no merge is possible.
+        const ChunkHandle rest = SplitChunk(h, pad);
+        InsertFreeChunkIntoBin(h);
+        h = rest;
+      }
+    }
+    // Split when the remainder is worth keeping: the chunk is at least twice
+    // the request, or the waste would reach the internal-fragmentation cap.
+    const size_t chunk_size = chunks_[h].size;
+    if (chunk_size >= rounded_bytes * 2 ||
+        static_cast<int64_t>(chunk_size - rounded_bytes) >=
+            max_internal_fragmentation_bytes_) {
+      InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
+    }
+    Chunk& c = chunks_[h];
+    c.requested_size = num_bytes;
+    c.allocation_id = next_allocation_id_++;
+
+    ++stats_.num_allocs;
+    stats_.bytes_in_use += static_cast<int64_t>(c.size);
+    stats_.peak_bytes_in_use =
+        std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+    stats_.largest_alloc_size =
+        std::max(stats_.largest_alloc_size, static_cast<int64_t>(c.size));
+    MaybeValidate("FindChunkPtr");
+    return c.ptr;
+  }
+  return nullptr;
+}
+
+bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
+  if (sub_allocator_ == nullptr) return false;
+  size_t available = memory_limit_ > total_region_allocated_bytes_
+                         ? memory_limit_ - total_region_allocated_bytes_
+                         : 0;
+  available = (available / kMinAllocationSize) * kMinAllocationSize;
+  // An over-aligned request may need up to alignment - 256 bytes of padding
+  // in front of it.
+  const size_t needed =
+      rounded_bytes +
+      (alignment > kMinAllocationSize ? alignment - kMinAllocationSize : 0);
+  if (needed > available) return false;
+
+  bool increased_allocation = false;
+  while (needed > curr_region_allocation_bytes_) {
+    if (curr_region_allocation_bytes_ >
+        std::numeric_limits<size_t>::max() / 2) {
+      curr_region_allocation_bytes_ = needed;
+    } else {
+      curr_region_allocation_bytes_ *= 2;
+    }
+    increased_allocation = true;
+  }
+
+  const size_t region_alignment = std::max(alignment, kMinAllocationSize);
+  size_t bytes = std::min(curr_region_allocation_bytes_, available);
+  size_t bytes_received = 0;
+  void* mem = nullptr;
+  for (;;) {
+    bytes_received = 0;
+    mem = sub_allocator_->Alloc(region_alignment, bytes, &bytes_received);
+    if (mem != nullptr) {
+      // Refuse memory that breaks the SubAllocator contract, giving it back:
+      // handing it out would corrupt the caller or our own bookkeeping.
+      const uintptr_t a = reinterpret_cast<uintptr_t>(mem);
+      const char* problem = nullptr;
+      if (a % region_alignment != 0) {
+        problem = "is misaligned";
+      } else if (bytes_received < bytes) {
+        problem = "is shorter than asked";
+      } else if (a + bytes_received < a) {
+        problem = "wraps around the address space";
+      } else if (region_manager_.Overlaps(mem, bytes_received)) {
+        problem = "overlaps a region already held";
+      }
+      if (problem == nullptr) break;
+      ++stats_.num_sub_allocator_rejects;
+      Log(LogSeverity::kError,
+          absl::StrFormat("Allocator '%s': sub-allocator memory %p (%d bytes "
+                          "received, %d asked, "
+                          "alignment %d) %s; refused and given back",
+                          name_, mem, bytes_received, bytes, region_alignment,
+                          problem));
+      sub_allocator_->Free(mem, bytes_received);
+      mem = nullptr;
+    }
+    // Back off, as TF does, but always by at least 256 bytes so a
+    // sub-allocator that keeps failing ends in a clean failure.
+    size_t next = RoundedBytes(
+        static_cast<size_t>(static_cast<float>(bytes) * kBackpedalFactor));
+    if (next >= bytes) next = bytes - kMinAllocationSize;
+    bytes = next;
+    if (bytes < needed || bytes == 0) return false;
+  }
+
+  if (!increased_allocation) {
+    // The next region doubles after a success that did not have to grow.
+    if (curr_region_allocation_bytes_ <=
+        std::numeric_limits<size_t>::max() / 2) {
+      curr_region_allocation_bytes_ *= 2;
+    }
+  }
+
+  // Keep only whole 256-byte units, and never go past the limit even if the
+  // sub-allocator handed out more than asked.
+  size_t usable = (bytes_received / kMinAllocationSize) * kMinAllocationSize;
+  usable = std::min(usable, available);
+  total_region_allocated_bytes_ += usable;
+  *stats_.pool_bytes += static_cast<int64_t>(usable);
+  *stats_.peak_pool_bytes =
+      std::max(*stats_.peak_pool_bytes, *stats_.pool_bytes);
+  ++stats_.num_extends;
+
+  const ChunkHandle h = chunks_.Allocate();
+  {
+    Chunk& c = chunks_[h];
+    c.ptr = mem;
+    c.size = usable;
+    c.allocation_id = -1;
+  }
+  region_manager_.set_handle(mem, h);
+
+  if (!coalesce_regions_) {
+    region_manager_.AddAllocationRegion(mem, usable);
+  } else {
+    internal::AllocationRegion* extended =
+        region_manager_.AddOrExtendAllocationRegion(mem, usable);
+    if (extended != nullptr) {
+      // Link the new chunk after the last chunk of the region it extends.
+      ChunkHandle last = region_manager_.get_handle(extended->ptr());
+      while (chunks_[last].next != kInvalidChunkHandle)
+        last = chunks_[last].next;
+      chunks_[h].prev = last;
+      chunks_[last].next = h;
+    }
+    // Memory that ends where another region starts joins it too, so that a
+    // region given back and taken again reunites with its neighbours.
+    const internal::AllocationRegion* region = region_manager_.RegionFor(mem);
+    void* following = region_manager_.MergeWithFollowing(region->ptr());
+    if (following != nullptr) {
+      const ChunkHandle first = region_manager_.get_handle(following);
+      chunks_[h].next = first;
+      chunks_[first].prev = h;
+    }
+  }
+  InsertFreeChunkIntoBin(TryToCoalesce(h));
+  MaybeValidate("Extend");
+  return true;
+}
+
+// --- Out of memory -----------------------------------------------------------
+
+bool Allocator::DeallocateFreeRegions(size_t rounded_bytes) {
+  if (!opts_.garbage_collection) return false;
+  size_t total_free_bytes = 0;
+  for (const internal::AllocationRegion& r : region_manager_.regions()) {
+    const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
+    // Coalescing is complete inside a region, so it is fully free exactly
+    // when its first chunk is free and spans it.
+    if (!c.in_use() && c.size == r.memory_size())
+      total_free_bytes += r.memory_size();
+  }
+  if (total_free_bytes == 0) return false;
+  const size_t available =
+      memory_limit_ - total_region_allocated_bytes_ + total_free_bytes;
+  if (rounded_bytes > available) return false;
+  Log(LogSeverity::kWarning,
+      absl::StrCat("Allocator '", name_,
+                   "': garbage collection: giving fully-free regions back so "
+                   "that a larger "
+                   "region can be allocated. Frequent collections mean the job "
+                   "runs near the "
+                   "memory limit and pays for re-allocation."));
+  ReleaseFreeRegionsLocked();
+  return true;
+}
+
+size_t Allocator::ReleaseFreeRegions() {
+  absl::MutexLock lock(&mutex_);
+  return ReleaseFreeRegionsLocked();
+}
+
+size_t Allocator::ReleaseFreeRegionsLocked() {
+  std::vector<internal::AllocationRegion> to_release;
+  for (const internal::AllocationRegion& r : region_manager_.regions()) {
+    const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
+    if (!c.in_use() && c.size == r.memory_size()) to_release.push_back(r);
+  }
+  size_t released = 0;
+  for (const internal::AllocationRegion& r : to_release) {
+    const ChunkHandle h = region_manager_.get_handle(r.ptr());
+    RemoveFreeChunkFromBin(h);
+    DeleteChunk(h);
+    region_manager_.RemoveAllocationRegion(r.ptr());
+    sub_allocator_->Free(r.ptr(), r.memory_size());
+    total_region_allocated_bytes_ -= r.memory_size();
+    *stats_.pool_bytes -= static_cast<int64_t>(r.memory_size());
+    ++stats_.num_regions_released;
+    released += r.memory_size();
+  }
+  MaybeValidate("ReleaseFreeRegions");
+  return released;
+}
+
+std::string Allocator::OomMessage(size_t num_bytes, size_t rounded,
+                                  size_t alignment) const {
+  return absl::StrFormat(
+      "Allocator '%s' ran out of memory trying to allocate %s (%d bytes, "
+      "rounded to %d, "
+      "alignment %d). In use: %s in %d allocation(s) since the last "
+      "ClearStats; pool: %s of a "
+      "%s limit; largest free chunk: %s.",
+      name_, HumanBytes(static_cast<int64_t>(num_bytes)), num_bytes, rounded,
+      alignment, HumanBytes(stats_.bytes_in_use), stats_.num_allocs,
+      HumanBytes(*stats_.pool_bytes),
+      HumanBytes(static_cast<int64_t>(std::min<size_t>(
+          memory_limit_,
+          static_cast<size_t>(std::numeric_limits<int64_t>::max())))),
+      HumanBytes(static_cast<int64_t>(LargestFreeChunkLocked())));
+}
+
+void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment) {
+  if (oom_logs_ >= opts_.max_oom_logs) return;
+  ++oom_logs_;
+  Log(LogSeverity::kWarning,
+      absl::StrCat(OomMessage(num_bytes, rounded, alignment),
+                   "\nOccupancy: ", RenderOccupancyLocked()));
+}
+
+// --- Deallocation ------------------------------------------------------------
+
+void Allocator::DeallocateRaw(void* ptr) {
+  if (ptr == nullptr) return;
+  absl::MutexLock lock(&mutex_);
+  std::string error;
+  if (!DeallocateLocked(ptr, &error)) {
+    ++stats_.num_invalid_frees;
+    ReportInvalid(absl::StrCat("DeallocateRaw: ", error));
+  }
+}
+
+absl::Status Allocator::Deallocate(void* ptr) {
+  if (ptr == nullptr) return absl::OkStatus();
+  absl::MutexLock lock(&mutex_);
+  std::string error;
+  if (!DeallocateLocked(ptr, &error)) {
+    ++stats_.num_invalid_frees;
+    return absl::InvalidArgumentError(
+        absl::StrCat("Allocator '", name_, "': ", error));
+  }
+  return absl::OkStatus();
+}
+
+bool Allocator::DeallocateLocked(void* ptr, std::string* error) {
+  const ChunkHandle h = InUseChunk(ptr);
+  if (h == kInvalidChunkHandle) {
+    *error = DescribeInvalidPointer(ptr);
+    return false;
+  }
+  MarkFree(h);
+  InsertFreeChunkIntoBin(TryToCoalesce(h));
+  // Signalling costs a futex call; only pay it when an allocation waits.
+  if (num_waiters_ > 0) freed_cv_.SignalAll();
+  MaybeValidate("Deallocate");
+  return true;
+}
+
+void Allocator::ReportInvalid(const std::string& message) {
+  Log(LogSeverity::kError, absl::StrCat("Allocator '", name_, "': ", message));
+  if (opts_.abort_on_invalid_input) {
+    Log(LogSeverity::kError,
+        "aborting: Options::abort_on_invalid_input is set");
+    std::abort();
+  }
+}
+
+Allocator::ChunkHandle Allocator::InUseChunk(const void* ptr) const {
+  const ChunkHandle h = region_manager_.get_handle(ptr);
+  if (h == kInvalidChunkHandle || !chunks_[h].in_use())
+    return kInvalidChunkHandle;
+  return h;
+}
+
+std::string Allocator::DescribeInvalidPointer(const void* ptr) const {
+  const ChunkHandle h = region_manager_.get_handle(ptr);
+  if (h != kInvalidChunkHandle) {
+    return absl::StrFormat(
+        "pointer %p is not allocated: it was already freed (double free?); it "
+        "starts a free "
+        "chunk of %d bytes",
+        ptr, chunks_[h].size);
+  }
+  const internal::AllocationRegion* region = region_manager_.RegionFor(ptr);
+  if (region == nullptr) {
+    return absl::StrFormat("pointer %p was not allocated by this allocator",
+                           ptr);
+  }
+  // An error path: walking the region's chunks is affordable here.
+  const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
+  for (ChunkHandle c = region_manager_.get_handle(region->ptr());
+       c != kInvalidChunkHandle; c = chunks_[c].next) {
+    const Chunk& chunk = chunks_[c];
+    if (a >= chunk.addr() && a < chunk.end_addr()) {
+      return absl::StrFormat(
+          "pointer %p points %d bytes into a %s chunk at %p (%d bytes); pass "
+          "the pointer the "
+          "allocation returned",
+          ptr, a - chunk.addr(), chunk.in_use() ? "live" : "free", chunk.ptr,
+          chunk.size);
+    }
+  }
+  return absl::StrFormat(
+      "pointer %p lies in a region of this allocator but in no chunk", ptr);
+}
+
+// --- Chunk and bin primitives -----------------------------------------------
+
+Allocator::ChunkHandle Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
+  const ChunkHandle nh =
+      chunks_.Allocate();  // may move chunks: no references before
+  Chunk& c = chunks_[h];
+  Chunk& n = chunks_[nh];
+  n.ptr = static_cast<char*>(c.ptr) + num_bytes;
+  n.size = c.size - num_bytes;
+  n.allocation_id = -1;
+  c.size = num_bytes;
+  n.prev = h;
+  n.next = c.next;
+  if (c.next != kInvalidChunkHandle) chunks_[c.next].prev = nh;
+  c.next = nh;
+  region_manager_.set_handle(n.ptr, nh);
+  return nh;
+}
+
+void Allocator::Merge(ChunkHandle h1, ChunkHandle h2) {
+  Chunk& c1 = chunks_[h1];
+  const Chunk& c2 = chunks_[h2];
+  c1.size += c2.size;
+  c1.next = c2.next;
+  if (c2.next != kInvalidChunkHandle) chunks_[c2.next].prev = h1;
+  DeleteChunk(h2);
+}
+
+void Allocator::DeleteChunk(ChunkHandle h) {
+  region_manager_.erase(chunks_[h].ptr);
+  chunks_.Deallocate(h);
+}
+
+Allocator::ChunkHandle Allocator::TryToCoalesce(ChunkHandle h) {
+  ChunkHandle result = h;
+  const ChunkHandle next = chunks_[h].next;
+  if (next != kInvalidChunkHandle && !chunks_[next].in_use()) {
+    RemoveFreeChunkFromBin(next);
+    Merge(h, next);
+  }
+  const ChunkHandle prev = chunks_[h].prev;
+  if (prev != kInvalidChunkHandle && !chunks_[prev].in_use()) {
+    RemoveFreeChunkFromBin(prev);
+    Merge(prev, h);
+    result = prev;
+  }
+  return result;
+}
+
+void Allocator::InsertFreeChunkIntoBin(ChunkHandle h) {
+  Chunk& c = chunks_[h];
+  const BinNum b = BinNumForSize(c.size);
+  c.bin_num = b;
+  bins_[b].Insert(c.size, c.ptr, h);
+  non_empty_bins_ |= uint32_t{1} << b;
+}
+
+void Allocator::RemoveFreeChunkFromBin(ChunkHandle h) {
+  Chunk& c = chunks_[h];
+  const BinNum b = c.bin_num;
+  bins_[b].Erase(c.size, c.ptr);
+  if (bins_[b].empty()) non_empty_bins_ &= ~(uint32_t{1} << b);
+  c.bin_num = kInvalidBinNum;
+}
+
+void Allocator::MarkFree(ChunkHandle h) {
+  Chunk& c = chunks_[h];
+  stats_.bytes_in_use -= static_cast<int64_t>(c.size);
+  c.allocation_id = -1;
+  c.requested_size = 0;
+}
+
+// --- Queries -----------------------------------------------------------------
+
+size_t Allocator::RequestedSize(const void* ptr) const {
+  absl::MutexLock lock(&mutex_);
+  const ChunkHandle h = InUseChunk(ptr);
+  return h == kInvalidChunkHandle ? 0 : chunks_[h].requested_size;
+}
+
+size_t Allocator::AllocatedSize(const void* ptr) const {
+  absl::MutexLock lock(&mutex_);
+  const ChunkHandle h = InUseChunk(ptr);
+  return h == kInvalidChunkHandle ? 0 : chunks_[h].size;
+}
+
+int64_t Allocator::AllocationId(const void* ptr) const {
+  absl::MutexLock lock(&mutex_);
+  const ChunkHandle h = InUseChunk(ptr);
+  return h == kInvalidChunkHandle ? -1 : chunks_[h].allocation_id;
+}
+
+size_t Allocator::LargestFreeChunkLocked() const {
+  if (non_empty_bins_ == 0) return 0;
+  const BinNum top = 31 - __builtin_clz(non_empty_bins_);
+  return bins_[top].Largest()->size;
+}
+
+std::optional<AllocatorStats> Allocator::GetStats() const {
+  absl::MutexLock lock(&mutex_);
+  AllocatorStats stats = stats_;
+  stats.largest_free_block_bytes =
+      static_cast<int64_t>(LargestFreeChunkLocked());
+  return stats;
+}
+
+bool Allocator::ClearStats() {
+  absl::MutexLock lock(&mutex_);
+  stats_.num_allocs = 0;
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  stats_.largest_alloc_size = 0;
+  return true;
+}
+
+MemoryType Allocator::GetMemoryType() const {
+  return sub_allocator_ != nullptr ? sub_allocator_->GetMemoryType()
+                                   : MemoryType::kUnknown;
+}
+
+size_t Allocator::MetadataBytes() const {
+  absl::MutexLock lock(&mutex_);
+  size_t bytes =
+      sizeof(*this) + chunks_.MetadataBytes() + region_manager_.MetadataBytes();
+  // B-tree nodes: about one key slot per entry plus node overhead.
+  for (const internal::Bin& b : bins_)
+    bytes += b.size() * sizeof(internal::Bin::Entry) * 3 / 2;
+  return bytes;
+}
+
+// --- Pictures
+// ------------------------------------------------------------------
+
+std::string Allocator::RenderOccupancy() const {
+  absl::MutexLock lock(&mutex_);
+  return RenderOccupancyLocked();
+}
+
+std::string Allocator::RenderOccupancyLocked() const {
+  constexpr size_t kResolution = 100;
+  size_t total = 0;
+  for (const internal::AllocationRegion& r : region_manager_.regions())
+    total += r.memory_size();
+  if (total == 0) return "<allocator contains no memory>";
+  std::string picture(kResolution, '_');
+  // Paints the bytes [from, from + n) of the concatenated regions with `c`.
+  auto paint = [&](size_t from, size_t n, char ch) {
+    if (n == 0) return;
+    const size_t first = static_cast<size_t>(
+        (static_cast<__uint128_t>(from) * kResolution) / total);
+    const size_t last = static_cast<size_t>(
+        (static_cast<__uint128_t>(from + n - 1) * kResolution) / total);
+    for (size_t i = first; i <= last && i < kResolution; ++i) picture[i] = ch;
+  };
+  size_t region_offset = 0;
+  for (const internal::AllocationRegion& r : region_manager_.regions()) {
+    for (ChunkHandle h = region_manager_.get_handle(r.ptr());
+         h != kInvalidChunkHandle; h = chunks_[h].next) {
+      const Chunk& c = chunks_[h];
+      if (!c.in_use()) continue;
+      const size_t offset = region_offset + (c.addr() - r.addr());
+      // Waste first, so a chunk that is mostly requested bytes shows '*'.
+      paint(offset + c.requested_size, c.size - c.requested_size, 'x');
+      paint(offset, c.requested_size, '*');
+    }
+    region_offset += r.memory_size();
+  }
+  return picture;
+}
+
+// --- Validation
+// ----------------------------------------------------------------
+
+absl::Status Allocator::Validate() const {
+  absl::MutexLock lock(&mutex_);
+  return ValidateLocked();
+}
+
+void Allocator::MaybeValidate(const char* where) const {
+#ifdef BFC_EXPENSIVE_CHECKS
+  absl::Status s = ValidateLocked();
+  if (!s.ok()) {
+    Log(LogSeverity::kError,
+        absl::StrCat("Allocator '", name_, "': invariant broken after ", where,
+                     ": ", s.ToString()));
+    std::abort();
+  }
+#else
+  (void)where;
+#endif
+}
+
+absl::Status Allocator::ValidateLocked() const {
+  auto fail = [&](auto&&... parts) {
+    return absl::InternalError(
+        absl::StrCat("Allocator '", name_, "': ", parts...));
+  };
+  const auto& regions = region_manager_.regions();
+  size_t region_bytes = 0;
+  size_t chunks_seen = 0;
+  size_t free_chunks = 0;
+  size_t free_bytes = 0;
+  int64_t in_use_bytes = 0;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const internal::AllocationRegion& r = regions[i];
+    if (r.memory_size() == 0 || r.memory_size() % kMinAllocationSize != 0 ||
+        r.addr() % kMinAllocationSize != 0) {
+      return fail("region ", i, " at ", absl::StrFormat("%p", r.ptr()),
+                  " has size ", r.memory_size(),
+                  " or base not a multiple of 256");
+    }
+    if (i > 0) {
+      if (regions[i - 1].end_addr() > r.addr())
+        return fail("regions ", i - 1, " and ", i, " overlap");
+      if (coalesce_regions_ && regions[i - 1].end_addr() == r.addr()) {
+        return fail("regions ", i - 1, " and ", i,
+                    " are contiguous but not merged");
+      }
+    }
+    region_bytes += r.memory_size();
+    // Invariant 1: chunks tile the region exactly.
+    uintptr_t expected = r.addr();
+    ChunkHandle prev = kInvalidChunkHandle;
+    bool prev_free = false;
+    ChunkHandle h = region_manager_.get_handle(r.ptr());
+    if (h == kInvalidChunkHandle)
+      return fail("region ", i, " has no chunk at its base");
+    while (h != kInvalidChunkHandle) {
+      if (!chunks_.InRange(h))
+        return fail("chunk handle ", h, " out of range in region ", i);
+      if (++chunks_seen > chunks_.num_live())
+        return fail("chunk list of region ", i, " loops");
+      const Chunk& c = chunks_[h];
+      if (c.ptr == nullptr || c.size == 0)
+        return fail("handle ", h, " is a recycled slot");
+      if (c.addr() != expected) {
+        return fail("chunk ", h, " ", c.DebugString(), " should start at ",
+                    absl::StrFormat("%#x", expected));
+      }
+      if (c.prev != prev)
+        return fail("chunk ", h, " has prev ", c.prev, ", expected ", prev);
+      if (c.size % kMinAllocationSize != 0 ||
+          c.addr() % kMinAllocationSize != 0) {
+        return fail("chunk ", c.DebugString(), " is not 256-aligned/sized");
+      }
+      // Invariant 4: the region map resolves the chunk's start to it.
+      if (region_manager_.get_handle(c.ptr) != h) {
+        return fail("region map does not resolve ", c.DebugString(),
+                    " to handle ", h);
+      }
+      if (c.in_use()) {
+        if (c.bin_num != kInvalidBinNum)
+          return fail("in-use ", c.DebugString(), " is in a bin");
+        if (c.allocation_id <= 0 || c.allocation_id >= next_allocation_id_) {
+          return fail(c.DebugString(), " has an impossible allocation id");
+        }
+        if (c.requested_size == 0 || c.requested_size > c.size) {
+          return fail(c.DebugString(), " has requested size outside (0, size]");
+        }
+        in_use_bytes += static_cast<int64_t>(c.size);
+        prev_free = false;
+      } else {
+        // Invariant 2: coalescing is complete.
+        if (prev_free) return fail("adjacent free chunks at ", c.DebugString());
+        // Invariant 3: every free chunk is in the bin its size names.
+        const BinNum b = BinNumForSize(c.size);
+        if (c.bin_num != b)
+          return fail(c.DebugString(), " should be in bin ", b);
+        if (!bins_[b].Contains(c.size, c.ptr))
+          return fail(c.DebugString(), " missing from bin ", b);
+        ++free_chunks;
+        free_bytes += c.size;
+        prev_free = true;
+      }
+      expected += c.size;
+      prev = h;
+      h = c.next;
+    }
+    if (expected != r.end_addr())
+      return fail("chunks of region ", i, " do not end at its end");
+  }
+  if (chunks_seen != chunks_.num_live()) {
+    return fail(chunks_.num_live(), " live chunks but ", chunks_seen,
+                " reachable from regions");
+  }
+  if (region_manager_.num_handles() != chunks_.num_live()) {
+    return fail("region map holds ", region_manager_.num_handles(),
+                " handles for ", chunks_.num_live(), " chunks");
+  }
+  // Invariant 3, from the bins' side: every entry is a live free chunk.
+  size_t bin_entries = 0;
+  size_t bin_bytes = 0;
+  for (BinNum b = 0; b < kNumBins; ++b) {
+    const bool bit = (non_empty_bins_ >> b) & 1;
+    if (bit == bins_[b].empty())
+      return fail("non-empty-bin bitmap is wrong for bin ", b);
+    absl::Status status;
+    bins_[b].ForEach([&](const internal::Bin::Entry& e) {
+      if (!status.ok()) return;
+      if (!chunks_.InRange(e.handle)) {
+        status = fail("bin ", b, " holds out-of-range handle ", e.handle);
+        return;
+      }
+      const Chunk& c = chunks_[e.handle];
+      if (c.in_use() || c.addr() != e.addr || c.size != e.size ||
+          c.bin_num != b) {
+        status = fail("bin ", b, " entry (", e.size, ", ",
+                      absl::StrFormat("%#x", e.addr), ") does not match ",
+                      c.DebugString());
+      }
+    });
+    if (!status.ok()) return status;
+    bin_entries += bins_[b].size();
+    bin_bytes += bins_[b].total_bytes();
+  }
+  if (bin_entries != free_chunks || bin_bytes != free_bytes) {
+    return fail("bins hold ", bin_entries, " chunks / ", bin_bytes,
+                " bytes; regions have ", free_chunks, " free chunks / ",
+                free_bytes, " bytes");
+  }
+  // Invariant 5: stats agree with the chunks.
+  if (stats_.bytes_in_use != in_use_bytes) {
+    return fail("bytes_in_use is ", stats_.bytes_in_use,
+                " but in-use chunks sum to ", in_use_bytes);
+  }
+  if (stats_.peak_bytes_in_use < stats_.bytes_in_use)
+    return fail("peak_bytes_in_use < bytes_in_use");
+  if (region_bytes != total_region_allocated_bytes_ ||
+      static_cast<int64_t>(region_bytes) != *stats_.pool_bytes) {
+    return fail("regions sum to ", region_bytes, " but pool_bytes is ",
+                *stats_.pool_bytes);
+  }
+  if (region_bytes > memory_limit_)
+    return fail("pool ", region_bytes, " exceeds the limit");
+  if (*stats_.peak_pool_bytes < *stats_.pool_bytes)
+    return fail("peak_pool_bytes < pool_bytes");
+  if (stats_.num_allocs < 0 || stats_.largest_alloc_size < 0)
+    return fail("negative counters");
+  return absl::OkStatus();
+}
+
+}  // namespace bfc
