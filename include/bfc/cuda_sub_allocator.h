@@ -6,7 +6,7 @@
 // fails cleanly (nullptr and a logged message naming the CUDA error).
 //
 //   CudaDeviceSubAllocator(device)  cudaMalloc / cudaFree on `device`  kDevice
-//   CudaPinnedSubAllocator()        cudaHostAlloc / cudaFreeHost       kHostPinned
+//   CudaPinnedSubAllocator()        cudaHostAlloc / cudaFreeHost kHostPinned
 //
 // The device sub-allocator switches to its device for each call and restores
 // the caller's current device afterwards (cudaSetDevice-safe). CUDA errors
@@ -32,11 +32,13 @@ int CudaDeviceCount(std::string* error = nullptr);
 class CudaDeviceSubAllocator : public SubAllocator {
  public:
   explicit CudaDeviceSubAllocator(int device_ordinal);
-  CudaDeviceSubAllocator(int device_ordinal, std::vector<Visitor> alloc_visitors,
+  CudaDeviceSubAllocator(int device_ordinal,
+                         std::vector<Visitor> alloc_visitors,
                          std::vector<Visitor> free_visitors);
   ~CudaDeviceSubAllocator() override;
 
-  void* Alloc(size_t alignment, size_t num_bytes, size_t* bytes_received) override;
+  void* Alloc(size_t alignment, size_t num_bytes,
+              size_t* bytes_received) override;
   void Free(void* ptr, size_t num_bytes) override;
   bool SupportsCoalescing() const override { return false; }
   MemoryType GetMemoryType() const override { return MemoryType::kDevice; }
@@ -49,10 +51,12 @@ class CudaDeviceSubAllocator : public SubAllocator {
 class CudaPinnedSubAllocator : public SubAllocator {
  public:
   CudaPinnedSubAllocator();
-  CudaPinnedSubAllocator(std::vector<Visitor> alloc_visitors, std::vector<Visitor> free_visitors);
+  CudaPinnedSubAllocator(std::vector<Visitor> alloc_visitors,
+                         std::vector<Visitor> free_visitors);
   ~CudaPinnedSubAllocator() override;
 
-  void* Alloc(size_t alignment, size_t num_bytes, size_t* bytes_received) override;
+  void* Alloc(size_t alignment, size_t num_bytes,
+              size_t* bytes_received) override;
   void Free(void* ptr, size_t num_bytes) override;
   bool SupportsCoalescing() const override { return false; }
   MemoryType GetMemoryType() const override { return MemoryType::kHostPinned; }

@@ -19,15 +19,19 @@ namespace bfc {
 class HostSubAllocator : public SubAllocator {
  public:
   HostSubAllocator();
-  HostSubAllocator(std::vector<Visitor> alloc_visitors, std::vector<Visitor> free_visitors);
+  HostSubAllocator(std::vector<Visitor> alloc_visitors,
+                   std::vector<Visitor> free_visitors);
   ~HostSubAllocator() override;
 
   // nullptr when num_bytes is 0, alignment is not a power of two, or the C
   // library has no memory.
-  void* Alloc(size_t alignment, size_t num_bytes, size_t* bytes_received) override;
+  void* Alloc(size_t alignment, size_t num_bytes,
+              size_t* bytes_received) override;
   void Free(void* ptr, size_t num_bytes) override;
   bool SupportsCoalescing() const override { return false; }
-  MemoryType GetMemoryType() const override { return MemoryType::kHostPageable; }
+  MemoryType GetMemoryType() const override {
+    return MemoryType::kHostPageable;
+  }
 };
 
 }  // namespace bfc

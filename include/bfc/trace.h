@@ -62,11 +62,11 @@ struct ReplayOp {
 struct CompiledTrace {
   std::string name;
   std::vector<ReplayOp> ops;
-  size_t num_slots = 0;           // distinct slots used
-  size_t num_events = 0;          // data rows in the trace
-  size_t num_failure_rows = 0;    // `allocate failure` rows (not replayed)
-  size_t num_unknown_frees = 0;   // frees skipped (only with skip_unknown_frees)
-  size_t peak_live_bytes = 0;     // max over time of live requested bytes
+  size_t num_slots = 0;          // distinct slots used
+  size_t num_events = 0;         // data rows in the trace
+  size_t num_failure_rows = 0;   // `allocate failure` rows (not replayed)
+  size_t num_unknown_frees = 0;  // frees skipped (only with skip_unknown_frees)
+  size_t peak_live_bytes = 0;    // max over time of live requested bytes
   size_t peak_live_rounded_bytes = 0;  // same with sizes rounded up to 256
 };
 
@@ -76,8 +76,8 @@ struct CompileOptions {
   bool skip_unknown_frees = false;
 };
 
-absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
-                                           const CompileOptions& options = CompileOptions());
+absl::StatusOr<CompiledTrace> CompileTrace(
+    const Trace& trace, const CompileOptions& options = CompileOptions());
 
 }  // namespace bfc
 

@@ -41,16 +41,20 @@ class VirtualSubAllocator : public SubAllocator {
   explicit VirtualSubAllocator(size_t capacity_bytes);
   VirtualSubAllocator(size_t capacity_bytes, const Options& options);
   VirtualSubAllocator(size_t capacity_bytes, const Options& options,
-                      std::vector<Visitor> alloc_visitors, std::vector<Visitor> free_visitors);
+                      std::vector<Visitor> alloc_visitors,
+                      std::vector<Visitor> free_visitors);
   ~VirtualSubAllocator() override;
 
   // First fit in address order, aligned to max(alignment, 256). nullptr when
   // nothing fits, num_bytes is 0 or alignment is not a power of two.
-  void* Alloc(size_t alignment, size_t num_bytes, size_t* bytes_received) override;
+  void* Alloc(size_t alignment, size_t num_bytes,
+              size_t* bytes_received) override;
   // `ptr`/`num_bytes` must be (a contiguous union of) blocks from Alloc.
   // Anything else is ignored and counted in invalid_frees().
   void Free(void* ptr, size_t num_bytes) override;
-  bool SupportsCoalescing() const override { return options_.supports_coalescing; }
+  bool SupportsCoalescing() const override {
+    return options_.supports_coalescing;
+  }
   MemoryType GetMemoryType() const override { return MemoryType::kUnknown; }
 
   // The reserved range.
