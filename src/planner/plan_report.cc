@@ -1,0 +1,183 @@
+#include "bfc/planner/plan_report.h"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/planner/internal.h"
+#include "bfc/planner/trace_records.h"
+
+namespace bfc {
+namespace planner {
+namespace {
+
+double Mib(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+std::string Ratio(size_t bytes, size_t lower_bound) {
+  if (lower_bound == 0) return "-";
+  return absl::StrFormat("%.3f", static_cast<double>(bytes) / lower_bound);
+}
+
+PlanResult RunOne(const std::vector<TensorUsageRecord<size_t>>& records,
+                  MemoryStrategy strategy, bool offsets,
+                  const PlanOptions& options) {
+  PlanResult result;
+  result.strategy = strategy;
+  result.offsets = offsets;
+  const auto start = std::chrono::steady_clock::now();
+  if (offsets) {
+    OffsetsAssignment plan;
+    result.status = AssignOffsetsToTensors(records, strategy, &plan,
+                                           options.base_addr_align_bytes);
+    result.runtime_ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+    if (!result.status.ok()) return result;
+    result.total_bytes = plan.total_size;
+    if (options.validate) {
+      absl::Status valid =
+          ValidateAssignment(records, plan, options.base_addr_align_bytes);
+      if (!valid.ok()) {
+        result.status = absl::InternalError(
+            absl::StrCat("invalid plan: ", valid.message()));
+      }
+    }
+  } else {
+    ObjectsAssignment<size_t> plan;
+    result.status = AssignObjectsToTensors(records, strategy, &plan);
+    result.runtime_ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+    if (!result.status.ok()) return result;
+    result.total_bytes = internal::TotalSize(plan);
+    result.num_objects = plan.object_sizes.size();
+    if (options.validate) {
+      absl::Status valid = ValidateAssignment(records, plan);
+      if (!valid.ok()) {
+        result.status = absl::InternalError(
+            absl::StrCat("invalid plan: ", valid.message()));
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+size_t PlanReport::BestTotalBytes() const {
+  size_t best = 0;
+  for (const PlanResult& result : results) {
+    if (result.status.ok() && (best == 0 || result.total_bytes < best)) {
+      best = result.total_bytes;
+    }
+  }
+  return best;
+}
+
+absl::StatusOr<PlanReport> PlanRecords(
+    const std::vector<TensorUsageRecord<size_t>>& usage_records,
+    const PlanOptions& options) {
+  if (options.base_addr_align_bytes == 0 || options.round_sizes_to == 0) {
+    return absl::InvalidArgumentError(
+        "base_addr_align_bytes and round_sizes_to must be positive");
+  }
+  absl::Status status = internal::CheckRecords(usage_records);
+  if (!status.ok()) return status;
+  std::vector<TensorUsageRecord<size_t>> records = usage_records;
+  for (auto& rec : records) {
+    rec.tensor_size =
+        internal::AlignByN(rec.tensor_size, options.round_sizes_to);
+  }
+  PlanReport report;
+  report.options = options;
+  report.num_tensors = records.size();
+  report.lower_bound_bytes = internal::PeakLiveSize(records);
+  for (MemoryStrategy strategy : options.strategies) {
+    if (options.objects) {
+      report.results.push_back(RunOne(records, strategy, false, options));
+    }
+    if (options.offsets) {
+      report.results.push_back(RunOne(records, strategy, true, options));
+    }
+  }
+  return report;
+}
+
+absl::StatusOr<PlanReport> PlanTrace(const CompiledTrace& trace,
+                                     const PlanOptions& options) {
+  absl::StatusOr<TraceUsage> usage = UsageRecordsFromTrace(trace);
+  if (!usage.ok()) return usage.status();
+  absl::StatusOr<PlanReport> report = PlanRecords(usage->records, options);
+  if (!report.ok()) return report.status();
+  report->trace_name = trace.name;
+  report->num_tasks = usage->num_tasks;
+  report->num_never_freed = usage->num_never_freed;
+  return report;
+}
+
+std::string FormatPlanReport(const PlanReport& report,
+                             std::optional<size_t> online_peak_pool_bytes) {
+  const size_t lb = report.lower_bound_bytes;
+  std::string out = absl::StrFormat(
+      "Offline plan for %s: %d tensors over %d tasks (%d never freed); sizes "
+      "rounded to %d, offsets aligned to %d\n",
+      report.trace_name.empty() ? "(records)" : report.trace_name,
+      report.num_tensors, report.num_tasks, report.num_never_freed,
+      report.options.round_sizes_to, report.options.base_addr_align_bytes);
+  absl::StrAppendFormat(
+      &out, "lower bound (peak live bytes): %d (%.1f MiB)\n\n", lb, Mib(lb));
+  absl::StrAppendFormat(&out, "%-18s | %14s %9s %7s %9s | %14s %9s %7s %9s\n",
+                        "strategy", "objects bytes", "MiB", "x LB", "ms",
+                        "offsets bytes", "MiB", "x LB", "ms");
+  std::vector<std::string> notes;
+  auto cell = [&](const PlanResult* r) -> std::string {
+    if (r == nullptr)
+      return absl::StrFormat("%14s %9s %7s %9s", "-", "", "", "");
+    if (!r->status.ok()) {
+      notes.push_back(absl::StrCat(MemoryStrategyName(r->strategy),
+                                   r->offsets ? " offsets" : " objects", ": ",
+                                   r->status.ToString()));
+      return absl::StrFormat("%14s %9s %7s %9.1f", "skipped", "", "",
+                             r->runtime_ms);
+    }
+    return absl::StrFormat("%14d %9.1f %7s %9.1f", r->total_bytes,
+                           Mib(r->total_bytes), Ratio(r->total_bytes, lb),
+                           r->runtime_ms);
+  };
+  for (MemoryStrategy strategy : report.options.strategies) {
+    const PlanResult* objects = nullptr;
+    const PlanResult* offsets = nullptr;
+    for (const PlanResult& r : report.results) {
+      if (r.strategy != strategy) continue;
+      (r.offsets ? offsets : objects) = &r;
+    }
+    absl::StrAppendFormat(&out, "%-18s | %s | %s\n",
+                          MemoryStrategyName(strategy), cell(objects),
+                          cell(offsets));
+  }
+  out += "\n";
+  absl::StrAppendFormat(&out, "%-26s %14d %9.1f MiB  x LB %s\n", "lower bound",
+                        lb, Mib(lb), Ratio(lb, lb));
+  const size_t best = report.BestTotalBytes();
+  absl::StrAppendFormat(&out, "%-26s %14d %9.1f MiB  x LB %s\n",
+                        "best offline plan", best, Mib(best), Ratio(best, lb));
+  if (online_peak_pool_bytes.has_value()) {
+    const size_t online = *online_peak_pool_bytes;
+    absl::StrAppendFormat(&out, "%-26s %14d %9.1f MiB  x LB %s",
+                          "online peak pool", online, Mib(online),
+                          Ratio(online, lb));
+    if (best > 0) {
+      absl::StrAppendFormat(&out, "  (x best plan %.3f)",
+                            static_cast<double>(online) / best);
+    }
+    out += "\n";
+  }
+  for (const std::string& note : notes)
+    absl::StrAppend(&out, "note: ", note, "\n");
+  return out;
+}
+
+}  // namespace planner
+}  // namespace bfc
