@@ -3,10 +3,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -159,6 +161,8 @@ struct BadOption {
   const char* option;  // the message must name it
 };
 
+void PrintTo(const BadOption& b, std::ostream* os) { *os << b.args; }
+
 class BfcReplayBadOptionTest : public BfcReplayTest,
                                public ::testing::WithParamInterface<BadOption> {
 };
@@ -172,7 +176,7 @@ TEST_P(BfcReplayBadOptionTest, NamesTheOption) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Options, BfcReplayBadOptionTest,
+    BadOptions, BfcReplayBadOptionTest,
     ::testing::Values(
         BadOption{"--memory-limit=lots", "--memory-limit"},
         BadOption{"--memory-limit=16XB", "--memory-limit"},
@@ -182,7 +186,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadOption{"--fragmentation-fraction=1.5", "--fragmentation-fraction"},
         BadOption{"--fragmentation-fraction=x", "--fragmentation-fraction"},
         BadOption{"--backend=tpu", "--backend"},
-        BadOption{"--frobnicate", "--frobnicate"}));
+        BadOption{"--frobnicate", "--frobnicate"}),
+    [](const ::testing::TestParamInfo<BadOption>& info) {
+      std::string n;
+      for (const char* c = info.param.args + 2; *c != '\0'; ++c) {
+        n += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+      }
+      return n;
+    });
 
 TEST_F(BfcReplayTest, CudaBackendWithoutADeviceIsAClearError) {
   Result r = Run("--backend=cuda");

@@ -189,7 +189,7 @@ TEST_P(GoldenTest, PlacementsMatchTensorFlow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Traces, GoldenTest,
+    Golden, GoldenTest,
     ::testing::Values(
         GoldenCase{"resnet18-train", false}, GoldenCase{"resnet18-train", true},
         GoldenCase{"transformer-train", false},

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,8 @@ struct BadCase {
   const char* where;  // "name:line:"
   const char* what;
 };
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.test_name; }
 
 class ParseTraceErrorTest : public ::testing::TestWithParam<BadCase> {};
 
@@ -373,6 +376,8 @@ struct RealTrace {
   size_t peak_live_rounded_bytes;  // from the golden README
 };
 
+void PrintTo(const RealTrace& r, std::ostream* os) { *os << r.name; }
+
 class RealTraceTest : public ::testing::TestWithParam<RealTrace> {};
 
 TEST_P(RealTraceTest, ParsesAndCompiles) {
@@ -398,7 +403,7 @@ TEST_P(RealTraceTest, ParsesAndCompiles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Traces, RealTraceTest,
+    RealTraces, RealTraceTest,
     ::testing::Values(RealTrace{"resnet18-train", 4488, 835805832, 835811584},
                       RealTrace{"transformer-train", 8658, 1120545108,
                                 1120564992},
