@@ -16,17 +16,18 @@
 // shared object, and the cost approximates the memory the plan needs.
 //
 // TFLite materialises every L(r) -> R(t) edge: n^2/2 of them, which for the
-// shared traces (2k-9k tensors) is 2-41 million edges and hours of shortest
-// paths. Here the reuse edges are factored through release chains, one per
-// distinct tensor size: L(r) feeds a hub vertex H(r) in the chain of size(r)'s
-// class, hubs of a class are linked in release order (last_task) with
-// unbounded capacity at cost 0, and R(t) is fed, at cost max(0, size(t) - s),
-// from the latest hub of each class s released before first(t). A path
-// L(r) -> H(r) -> ... -> R(t) exists exactly when TFLite's edge L(r) -> R(t)
-// does, with the same cost, so the optimum is the same; the graph has
-// O(n * distinct sizes) edges instead of O(n^2). Traces have few distinct
-// sizes (11-39 on the shared ones); adversarial inputs with all sizes distinct
-// fall back to the quadratic size and are bounded below.
+// shared traces (2k-9k tensors) is 1.8-41 million edges (up to ~1.6 GB of
+// residual graph, and one shortest-path pass over all of it per tensor). Here
+// the reuse edges are factored through release chains, one per distinct tensor
+// size: L(r) feeds a hub vertex H(r) in the chain of size(r)'s class, hubs of a
+// class are linked in release order (last_task) with unbounded capacity at cost
+// 0, and R(t) is fed, at cost max(0, size(t) - s), from the latest hub of each
+// class s released before first(t). A path L(r) -> H(r) -> ... -> R(t) exists
+// exactly when TFLite's edge L(r) -> R(t) does, with the same cost, so the
+// optimum is the same; the graph has O(n * distinct sizes) edges instead of
+// O(n^2). Traces have few distinct sizes (11-39 on the shared ones: 67k-163k
+// edges); adversarial inputs with all sizes distinct fall back to the quadratic
+// size and are bounded below.
 //
 // The flow is solved by the primal-dual method: successive shortest paths with
 // Dijkstra on reduced costs (Johnson potentials; all costs are non-negative),
@@ -50,7 +51,7 @@ namespace planner {
 // The largest flow graph MinCostFlowAssignment builds by default. The residual
 // graph costs about 40 bytes per edge (both directions, CSR), so this caps it
 // near 170 MB, and time grows with edges times shortest-path phases. The
-// shared traces need at most ~140k edges.
+// shared traces need at most ~163k edges (lstm-train).
 inline constexpr size_t kMaxMinCostFlowEdges = size_t{1} << 22;
 
 // Edges of the (factored) flow graph MinCostFlowAssignment would build for
