@@ -256,6 +256,26 @@ TEST_F(AllocatorTest, AlwaysFailingSubAllocatorEndsInACleanFailure) {
   EXPECT_TRUE(log.Contains("ran out of memory", LogSeverity::kWarning));
 }
 
+TEST_F(AllocatorTest, OutOfMemoryLogsAreRateLimitedAndShowTheOccupancy) {
+  LogCapture log;
+  Allocator::Options o = NoRetry(/*allow_growth=*/false);
+  o.max_oom_logs = 2;
+  Allocator& a = Make(1 * kMiB, o);
+  void* p = a.AllocateRaw(256, 600 * kKiB);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(a.AllocateRaw(256, 900 * kKiB), nullptr);
+  int oom_lines = 0;
+  for (const auto& [severity, line] : log.lines()) {
+    if (line.find("ran out of memory") == std::string::npos) continue;
+    ++oom_lines;
+    EXPECT_EQ(severity, LogSeverity::kWarning);
+    EXPECT_THAT(line, HasSubstr("Occupancy: ***"));
+  }
+  EXPECT_EQ(oom_lines, 2);
+  EXPECT_EQ(Stats().num_ooms, 5);  // every failure is counted, logged or not
+  a.DeallocateRaw(p);
+}
+
 TEST_F(AllocatorTest, OverflowingSizesFailCleanly) {
   LogCapture log;
   Allocator& a = Make(64 * kMiB, NoRetry());
