@@ -1,0 +1,166 @@
+/* File: bfc/c_api.h
+ * -----------------------------------------------------------------------------
+ *
+ * The C ABI of libbfc_alloc.so: a BFC allocator per device behind plain C
+ * functions, so that frameworks that take an allocator as function pointers
+ * can use bfc without linking C++. Usable from C, C++ and Python's ctypes;
+ * needs no CUDA header.
+ *
+ *   PyTorch  torch.cuda.memory.CUDAPluggableAllocator(path, "bfc_malloc",
+ *                                                     "bfc_free")
+ *   CuPy     cupy.cuda.memory.CFunctionAllocator(0, bfc_cupy_malloc,
+ *                                                bfc_cupy_free, owner)
+ *
+ * The model:
+ *
+ *   * One bfc::Allocator per device ordinal (0 <= device < BFC_MAX_DEVICES),
+ *     created on the first call that names the device and never destroyed
+ *     (frameworks free tensors during interpreter shutdown, after static
+ *     destructors would have run; the process exit reclaims the memory).
+ *   * Configuration is read once, from the environment variable
+ *     BFC_ALLOC_CONF, on the first call of any function below:
+ *
+ *       BFC_ALLOC_CONF="backend:cuda,allow_growth:true,memory_limit:8GiB"
+ *
+ *     Comma-separated key:value pairs, each key at most once:
+ *       backend                 cuda (default) | host | virtual
+ *       allow_growth            true | false            (default true)
+ *       allow_retry_on_failure  true | false            (default true)
+ *       garbage_collection      true | false            (default false)
+ *       abort_on_invalid_input  true | false            (default false)
+ *       fragmentation_fraction  a number in [0, 1]      (default 0)
+ *       retry_timeout           a duration: 10s, 500ms  (default 10s)
+ *       max_oom_logs            an integer >= 0         (default 10)
+ *       memory_limit            bytes, with an optional unit: B, KB, KiB, MB,
+ *                               MiB, GB, GiB, TB, TiB (1000- or 1024-based)
+ *       memory_fraction         a number in (0, 1]: that fraction of the
+ *                               device's memory
+ *     memory_limit and memory_fraction exclude each other. Without either the
+ *     limit is: cuda, the device's free memory when its allocator is created
+ *     (cudaMemGetInfo); host, the machine's physical memory; virtual, 64 GiB.
+ *     The backends:
+ *       cuda     device memory (cudaMalloc). Without a usable GPU, or in a
+ *                library built without CUDA, every allocation fails with a
+ *                message that says why.
+ *       host     pageable host memory: usable (and testable) without a GPU.
+ *       virtual  reserved, never-committed address space. The pointers MUST
+ *                NOT be dereferenced; for replays and tests of the bookkeeping.
+ *   * A malformed configuration is never guessed at: one message naming the
+ *     key and the accepted values goes to stderr (once), bfc_last_error()
+ *     returns it after every call that fails because of it, and every
+ *     allocation fails (returns NULL).
+ *   * Streams are accepted and ignored: the allocator is not stream-ordered.
+ *     Memory freed while a kernel on another stream still uses it may be
+ *     handed out again at once; free only memory whose last use is ordered
+ *     before the next allocation (one stream, or synchronize).
+ *
+ * Errors: functions never abort (unless abort_on_invalid_input) and never
+ * throw. A failing call returns NULL / -1 / 0 as documented and sets a
+ * thread-local message, read with bfc_last_error(). Successful calls leave the
+ * message alone (like errno).
+ *
+ * Thread safety: every function is thread-safe, except
+ * bfc_reset_for_testing().
+ */
+#ifndef BFC_C_API_H_
+#define BFC_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define BFC_C_API __attribute__((visibility("default")))
+#else
+#define BFC_C_API
+#endif
+
+/* Devices 0 .. BFC_MAX_DEVICES - 1 are accepted. */
+#define BFC_MAX_DEVICES 64
+
+/* The CUDA runtime's own stream type is `struct CUstream_st*`; naming the same
+ * incomplete struct makes bfc_stream_t the very same type as cudaStream_t (C
+ * and C++), so the header needs no CUDA include and the ABI is identical. */
+struct CUstream_st;
+typedef struct CUstream_st* bfc_stream_t;
+
+/* bfc::AllocatorStats as plain C. Sizes in bytes. A field that the C++ stats
+ * leave unset (std::nullopt) is -1. */
+typedef struct bfc_stats {
+  int64_t num_allocs;
+  int64_t bytes_in_use;
+  int64_t peak_bytes_in_use;
+  int64_t largest_alloc_size;
+  int64_t bytes_limit;
+  int64_t bytes_reserved;
+  int64_t peak_bytes_reserved;
+  int64_t bytes_reservable_limit;
+  int64_t largest_free_block_bytes;
+  int64_t pool_bytes;
+  int64_t peak_pool_bytes;
+  int64_t num_invalid_frees;
+  int64_t num_invalid_requests;
+  int64_t num_ooms;
+  int64_t num_extends;
+  int64_t num_regions_released;
+  int64_t num_sub_allocator_rejects;
+} bfc_stats;
+
+/* --- PyTorch: CUDAPluggableAllocator ------------------------------------ */
+
+/* `size` bytes on `device`, aligned to 256, or NULL (out of memory, bad
+ * device, bad configuration, no GPU: see bfc_last_error()). size 0 returns
+ * NULL without an error. */
+BFC_C_API void* bfc_malloc(size_t size, int device, bfc_stream_t stream);
+/* Frees `ptr` from bfc_malloc on `device`. `size` and `stream` are ignored.
+ * NULL is a no-op. A pointer the device's allocator did not hand out is
+ * reported (bfc_last_error(), the allocator's num_invalid_frees) and ignored.
+ */
+BFC_C_API void bfc_free(void* ptr, size_t size, int device,
+                        bfc_stream_t stream);
+/* Releases the free regions of every device created so far; the signature of
+ * PyTorch's (C++) CUDAPluggableAllocator::set_reset_fn, which empty_cache()
+ * calls. */
+BFC_C_API void bfc_empty_cache_all(void);
+
+/* --- CuPy: CFunctionAllocator ------------------------------------------- */
+
+/* CuPy's `void*(*)(void* param, size_t size, int device)` and
+ * `void(*)(void* param, void* ptr, int device)`. `param` is ignored (pass 0).
+ * Same behaviour as bfc_malloc / bfc_free. */
+BFC_C_API void* bfc_cupy_malloc(void* param, size_t size, int device);
+BFC_C_API void bfc_cupy_free(void* param, void* ptr, int device);
+
+/* --- Introspection and control ------------------------------------------ */
+
+/* Gives the device's fully free regions back to the backend (PyTorch's
+ * empty_cache). Returns the bytes released; 0 when none, or on failure (bad
+ * device, allocator not usable; see bfc_last_error()). A device not used yet
+ * releases 0 without creating its allocator. */
+BFC_C_API size_t bfc_empty_cache(int device);
+/* Fills *out with the device's stats. Returns 0, or -1 (out untouched) for a
+ * NULL `out`, a bad device, or an allocator that cannot be created. Creates
+ * the device's allocator if needed. */
+BFC_C_API int bfc_get_stats(int device, bfc_stats* out);
+/* bfc::Allocator::ClearStats(): peak_bytes_in_use := bytes_in_use,
+ * num_allocs := 0, largest_alloc_size := 0. Returns 0 or -1. */
+BFC_C_API int bfc_reset_peak_stats(int device);
+/* The message of the last failure on the calling thread, or "" if none. The
+ * pointer stays valid until the thread's next failing call. */
+BFC_C_API const char* bfc_last_error(void);
+/* The library version, "MAJOR.MINOR.PATCH". */
+BFC_C_API const char* bfc_version(void);
+
+/* TEST ONLY. Destroys every device's allocator (all memory from them becomes
+ * invalid) and forgets the configuration, so that the next call reads
+ * BFC_ALLOC_CONF again. Must not run concurrently with any other call. */
+BFC_C_API void bfc_reset_for_testing(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* BFC_C_API_H_ */

@@ -1,0 +1,599 @@
+// Tests for libbfc_alloc.so (bfc/c_api.h), loaded the way the frameworks load
+// it: dlopen the built library, resolve every symbol by name, and call through
+// function pointers of exactly the types PyTorch and CuPy declare:
+//
+//   PyTorch CUDAPluggableAllocator  void*(size_t, int, cudaStream_t)
+//                                   void(void*, size_t, int, cudaStream_t)
+//                                   reset_fn (empty_cache): void()
+//   CuPy CFunctionAllocator         void*(*)(void*, size_t, int)
+//                                   void(*)(void*, void*, int)
+//
+// The host backend's memory is written and read back; the virtual backend's
+// is never touched. Each test sets BFC_ALLOC_CONF and calls the exported
+// bfc_reset_for_testing() so the library reads it again.
+#include "bfc/c_api.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "bfc/allocator.h"
+#include "bfc/virtual_sub_allocator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#ifdef BFC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#else
+// What cuda_runtime_api.h declares, for builds without the toolkit.
+typedef struct CUstream_st* cudaStream_t;
+#endif
+
+extern "C" size_t bfc_c_header_stats_size(void);  // c_api_test_c.c
+
+namespace {
+
+using ::testing::HasSubstr;
+
+// The frameworks' types, spelled as they spell them.
+using TorchAllocFn = void* (*)(size_t, int, cudaStream_t);
+using TorchFreeFn = void (*)(void*, size_t, int, cudaStream_t);
+using TorchResetFn = void (*)();
+using CupyMallocFn = void* (*)(void*, size_t, int);
+using CupyFreeFn = void (*)(void*, void*, int);
+using EmptyCacheFn = size_t (*)(int);
+using GetStatsFn = int (*)(int, bfc_stats*);
+using ResetPeakFn = int (*)(int);
+using StringFn = const char* (*)();
+using VoidFn = void (*)();
+
+// The header declares exactly those types.
+static_assert(std::is_same_v<bfc_stream_t, cudaStream_t>);
+static_assert(std::is_same_v<decltype(&bfc_malloc), TorchAllocFn>);
+static_assert(std::is_same_v<decltype(&bfc_free), TorchFreeFn>);
+static_assert(std::is_same_v<decltype(&bfc_empty_cache_all), TorchResetFn>);
+static_assert(std::is_same_v<decltype(&bfc_cupy_malloc), CupyMallocFn>);
+static_assert(std::is_same_v<decltype(&bfc_cupy_free), CupyFreeFn>);
+static_assert(std::is_same_v<decltype(&bfc_empty_cache), EmptyCacheFn>);
+static_assert(std::is_same_v<decltype(&bfc_get_stats), GetStatsFn>);
+static_assert(std::is_same_v<decltype(&bfc_reset_peak_stats), ResetPeakFn>);
+static_assert(std::is_same_v<decltype(&bfc_last_error), StringFn>);
+static_assert(std::is_same_v<decltype(&bfc_version), StringFn>);
+static_assert(std::is_same_v<decltype(&bfc_reset_for_testing), VoidFn>);
+
+struct Lib {
+  void* handle = nullptr;
+  TorchAllocFn malloc = nullptr;
+  TorchFreeFn free = nullptr;
+  TorchResetFn empty_cache_all = nullptr;
+  CupyMallocFn cupy_malloc = nullptr;
+  CupyFreeFn cupy_free = nullptr;
+  EmptyCacheFn empty_cache = nullptr;
+  GetStatsFn get_stats = nullptr;
+  ResetPeakFn reset_peak_stats = nullptr;
+  StringFn last_error = nullptr;
+  StringFn version = nullptr;
+  VoidFn reset_for_testing = nullptr;
+};
+
+template <typename Fn>
+void Resolve(void* handle, const char* name, Fn* out) {
+  void* sym = dlsym(handle, name);
+  ASSERT_NE(sym, nullptr) << name << ": " << dlerror();
+  *out = reinterpret_cast<Fn>(sym);
+}
+
+class CApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    lib_.handle = dlopen(BFC_ALLOC_SO, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib_.handle, nullptr) << dlerror();
+    Resolve(lib_.handle, "bfc_malloc", &lib_.malloc);
+    Resolve(lib_.handle, "bfc_free", &lib_.free);
+    Resolve(lib_.handle, "bfc_empty_cache_all", &lib_.empty_cache_all);
+    Resolve(lib_.handle, "bfc_cupy_malloc", &lib_.cupy_malloc);
+    Resolve(lib_.handle, "bfc_cupy_free", &lib_.cupy_free);
+    Resolve(lib_.handle, "bfc_empty_cache", &lib_.empty_cache);
+    Resolve(lib_.handle, "bfc_get_stats", &lib_.get_stats);
+    Resolve(lib_.handle, "bfc_reset_peak_stats", &lib_.reset_peak_stats);
+    Resolve(lib_.handle, "bfc_last_error", &lib_.last_error);
+    Resolve(lib_.handle, "bfc_version", &lib_.version);
+    Resolve(lib_.handle, "bfc_reset_for_testing", &lib_.reset_for_testing);
+  }
+
+  void SetUp() override {
+    ASSERT_NE(lib_.reset_for_testing, nullptr) << "library not loaded";
+  }
+
+  void TearDown() override {
+    unsetenv("BFC_ALLOC_CONF");
+    lib_.reset_for_testing();
+  }
+
+  // Makes the library read `conf` as BFC_ALLOC_CONF on its next call.
+  static void Configure(const char* conf) {
+    setenv("BFC_ALLOC_CONF", conf, 1);
+    lib_.reset_for_testing();
+  }
+
+  static bfc_stats Stats(int device) {
+    bfc_stats s;
+    std::memset(&s, 0xab, sizeof(s));
+    EXPECT_EQ(lib_.get_stats(device, &s), 0) << lib_.last_error();
+    return s;
+  }
+
+  static std::string LastError() { return lib_.last_error(); }
+
+  static Lib lib_;
+};
+
+Lib CApiTest::lib_;
+
+const cudaStream_t kNoStream = nullptr;
+
+TEST_F(CApiTest, VersionIsTheProjectVersion) {
+  EXPECT_STREQ(lib_.version(), BFC_EXPECTED_VERSION);
+}
+
+TEST_F(CApiTest, CHeaderCompilesAsCWithTheSameLayout) {
+  EXPECT_EQ(bfc_c_header_stats_size(), sizeof(bfc_stats));
+  EXPECT_EQ(sizeof(bfc_stats), 17 * sizeof(int64_t));
+}
+
+TEST_F(CApiTest, ExportsOnlyTheCSymbols) {
+  const std::string command =
+      std::string("nm -D --defined-only ") + BFC_ALLOC_SO + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::set<std::string> exported;
+  char line[1024];
+  while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+    char address[64], type[8], name[900];
+    if (std::sscanf(line, "%63s %7s %899s", address, type, name) != 3) continue;
+    exported.insert(name);
+  }
+  const int rc = pclose(pipe);
+  if (exported.empty() && rc != 0) GTEST_SKIP() << "nm is not available";
+  const std::set<std::string> expected = {
+      "bfc_malloc",           "bfc_free",
+      "bfc_empty_cache_all",  "bfc_cupy_malloc",
+      "bfc_cupy_free",        "bfc_empty_cache",
+      "bfc_get_stats",        "bfc_reset_peak_stats",
+      "bfc_last_error",       "bfc_version",
+      "bfc_reset_for_testing"};
+  EXPECT_EQ(exported, expected);
+}
+
+TEST_F(CApiTest, HostBackendTorchPairGivesWritableMemory) {
+  Configure("backend:host,memory_limit:64MiB");
+  void* p = lib_.malloc(1000, 0, kNoStream);
+  ASSERT_NE(p, nullptr) << LastError();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 256, 0u);
+  std::memset(p, 0x5a, 1000);
+  EXPECT_EQ(static_cast<unsigned char*>(p)[999], 0x5a);
+
+  bfc_stats s = Stats(0);
+  EXPECT_EQ(s.num_allocs, 1);
+  EXPECT_EQ(s.bytes_in_use, 1024);
+  EXPECT_EQ(s.bytes_limit, int64_t{64} << 20);
+  EXPECT_EQ(s.bytes_reservable_limit, -1);  // unset in the C++ stats
+
+  lib_.free(p, 1000, 0, kNoStream);
+  EXPECT_EQ(Stats(0).bytes_in_use, 0);
+  EXPECT_EQ(Stats(0).num_invalid_frees, 0);
+}
+
+TEST_F(CApiTest, HostBackendCupyPairIsPerDevice) {
+  Configure("backend:host,memory_limit:64MiB");
+  void* a = lib_.cupy_malloc(nullptr, 4096, 1);
+  ASSERT_NE(a, nullptr) << LastError();
+  std::memset(a, 1, 4096);
+  EXPECT_EQ(Stats(1).bytes_in_use, 4096);
+  EXPECT_EQ(Stats(0).bytes_in_use, 0);  // device 0 is a separate allocator
+  // Freeing on the wrong device is reported, not honoured.
+  lib_.cupy_free(nullptr, a, 0);
+  EXPECT_THAT(LastError(), HasSubstr("bfc_cupy_free"));
+  EXPECT_EQ(Stats(0).num_invalid_frees, 1);
+  EXPECT_EQ(Stats(1).bytes_in_use, 4096);
+  lib_.cupy_free(nullptr, a, 1);
+  EXPECT_EQ(Stats(1).bytes_in_use, 0);
+}
+
+TEST_F(CApiTest, HostBackendFromManyThreadsNeverOverlaps) {
+  Configure("backend:host,memory_limit:256MiB");
+  constexpr int kThreads = 8;
+  constexpr int kIters = 300;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &failures] {
+      std::vector<std::pair<unsigned char*, size_t>> live;
+      for (int i = 0; i < kIters; ++i) {
+        const size_t size = 64 + ((i * 7919 + t * 131) % 20000);
+        const bool torch = (i + t) % 2 == 0;
+        void* p = torch ? lib_.malloc(size, t % 2, kNoStream)
+                        : lib_.cupy_malloc(nullptr, size, t % 2);
+        if (p == nullptr) {
+          ++failures;
+          continue;
+        }
+        // A per-thread, per-iteration pattern: another thread's block
+        // overlapping ours would overwrite it.
+        std::memset(p, (t * 31 + i) & 0xff, size);
+        live.emplace_back(static_cast<unsigned char*>(p), size);
+        if (i % 3 == 2) {
+          auto [q, n] = live.front();
+          live.erase(live.begin());
+          const int expected = q[0];
+          for (size_t k = 0; k < n; ++k) {
+            if (q[k] != expected) {
+              ++failures;
+              break;
+            }
+          }
+          if (torch) {
+            lib_.free(q, n, t % 2, kNoStream);
+          } else {
+            lib_.cupy_free(nullptr, q, t % 2);
+          }
+        }
+      }
+      for (auto [q, n] : live) lib_.free(q, n, t % 2, kNoStream);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int device : {0, 1}) {
+    bfc_stats s = Stats(device);
+    EXPECT_EQ(s.bytes_in_use, 0) << device;
+    EXPECT_EQ(s.num_allocs, kThreads / 2 * kIters) << device;
+    EXPECT_EQ(s.num_invalid_frees, 0) << device;
+  }
+}
+
+TEST_F(CApiTest, VirtualBackendFromManyThreadsGivesDistinctAddresses) {
+  // Virtual memory is never dereferenced: only addresses are checked.
+  Configure("backend:virtual,memory_limit:1GiB");
+  constexpr int kThreads = 8;
+  constexpr int kIters = 500;
+  absl::Mutex mu;
+  std::set<uintptr_t> live_all;  // starts of every live block, all threads
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<void*> live;
+      for (int i = 0; i < kIters; ++i) {
+        const size_t size = 256 + ((i * 104729 + t) % (1 << 20));
+        void* p = (i % 2) ? lib_.malloc(size, 0, kNoStream)
+                          : lib_.cupy_malloc(nullptr, size, 0);
+        if (p == nullptr) {
+          ++failures;
+          continue;
+        }
+        {
+          absl::MutexLock lock(&mu);
+          if (!live_all.insert(reinterpret_cast<uintptr_t>(p)).second) {
+            ++failures;
+          }
+        }
+        live.push_back(p);
+        if (i % 2 == 1) {
+          void* q = live.front();
+          live.erase(live.begin());
+          {
+            absl::MutexLock lock(&mu);
+            live_all.erase(reinterpret_cast<uintptr_t>(q));
+          }
+          lib_.free(q, 0, 0, kNoStream);
+        }
+      }
+      for (void* q : live) {
+        {
+          absl::MutexLock lock(&mu);
+          live_all.erase(reinterpret_cast<uintptr_t>(q));
+        }
+        lib_.cupy_free(nullptr, q, 0);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0) << LastError();
+  bfc_stats s = Stats(0);
+  EXPECT_EQ(s.bytes_in_use, 0);
+  EXPECT_EQ(s.num_allocs, kThreads * kIters);
+  EXPECT_EQ(s.num_invalid_frees, 0);
+}
+
+bool SameStats(const bfc_stats& c, const bfc::AllocatorStats& s,
+               std::string* diff) {
+  auto v = [](const std::optional<int64_t>& o) { return o ? *o : -1; };
+  const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
+      {"num_allocs", {c.num_allocs, s.num_allocs}},
+      {"bytes_in_use", {c.bytes_in_use, s.bytes_in_use}},
+      {"peak_bytes_in_use", {c.peak_bytes_in_use, s.peak_bytes_in_use}},
+      {"largest_alloc_size", {c.largest_alloc_size, s.largest_alloc_size}},
+      {"bytes_limit", {c.bytes_limit, v(s.bytes_limit)}},
+      {"bytes_reserved", {c.bytes_reserved, s.bytes_reserved}},
+      {"peak_bytes_reserved", {c.peak_bytes_reserved, s.peak_bytes_reserved}},
+      {"bytes_reservable_limit",
+       {c.bytes_reservable_limit, v(s.bytes_reservable_limit)}},
+      {"largest_free_block_bytes",
+       {c.largest_free_block_bytes, s.largest_free_block_bytes}},
+      {"pool_bytes", {c.pool_bytes, v(s.pool_bytes)}},
+      {"peak_pool_bytes", {c.peak_pool_bytes, v(s.peak_pool_bytes)}},
+      {"num_invalid_frees", {c.num_invalid_frees, s.num_invalid_frees}},
+      {"num_invalid_requests",
+       {c.num_invalid_requests, s.num_invalid_requests}},
+      {"num_ooms", {c.num_ooms, s.num_ooms}},
+      {"num_extends", {c.num_extends, s.num_extends}},
+      {"num_regions_released",
+       {c.num_regions_released, s.num_regions_released}},
+      {"num_sub_allocator_rejects",
+       {c.num_sub_allocator_rejects, s.num_sub_allocator_rejects}},
+  };
+  bool same = true;
+  for (const auto& [name, values] : fields) {
+    if (values.first != values.second) {
+      same = false;
+      *diff += std::string(name) + ": C " + std::to_string(values.first) +
+               " vs C++ " + std::to_string(values.second) + "\n";
+    }
+  }
+  return same;
+}
+
+TEST_F(CApiTest, StatsAgreeWithTheCppAllocator) {
+  // The same requests through the C ABI and through a bfc::Allocator built
+  // the way the library builds its virtual backend: every field must match.
+  Configure(
+      "backend:virtual,memory_limit:64MiB,garbage_collection:true,"
+      "fragmentation_fraction:0.05,allow_retry_on_failure:false");
+  bfc::Allocator::Options opts;
+  opts.garbage_collection = true;
+  opts.fragmentation_fraction = 0.05;
+  opts.allow_retry_on_failure = false;
+  bfc::Allocator cpp(std::make_unique<bfc::VirtualSubAllocator>(64 << 20),
+                     64 << 20, "reference", opts);
+
+  std::vector<void*> c_live, cpp_live;
+  auto check = [&](const char* when) {
+    std::string diff;
+    EXPECT_TRUE(SameStats(Stats(0), *cpp.GetStats(), &diff)) << when << "\n"
+                                                             << diff;
+  };
+  for (int i = 0; i < 200; ++i) {
+    const size_t size = 1 + (i * 48271u) % (1 << 20);
+    void* c = lib_.malloc(size, 0, kNoStream);
+    void* r = cpp.AllocateRaw(bfc::kMinAllocationSize, size);
+    ASSERT_EQ(c == nullptr, r == nullptr) << i;
+    if (c != nullptr) {
+      c_live.push_back(c);
+      cpp_live.push_back(r);
+    }
+    if (i % 3 == 0 && !c_live.empty()) {
+      lib_.free(c_live.front(), 0, 0, kNoStream);
+      cpp.DeallocateRaw(cpp_live.front());
+      c_live.erase(c_live.begin());
+      cpp_live.erase(cpp_live.begin());
+    }
+  }
+  check("after the mixed sequence");
+  // An out-of-memory request and an invalid free count on both sides.
+  EXPECT_EQ(lib_.malloc(size_t{1} << 30, 0, kNoStream), nullptr);
+  EXPECT_THAT(LastError(), HasSubstr("bfc_malloc(1073741824 bytes, device 0)"));
+  EXPECT_EQ(cpp.AllocateRaw(bfc::kMinAllocationSize, size_t{1} << 30), nullptr);
+  int local = 0;
+  lib_.free(&local, 4, 0, kNoStream);
+  cpp.DeallocateRaw(&local);
+  check("after an OOM and an invalid free");
+
+  EXPECT_EQ(lib_.reset_peak_stats(0), 0);
+  cpp.ClearStats();
+  check("after reset_peak_stats / ClearStats");
+
+  for (size_t k = 0; k < c_live.size(); ++k) {
+    lib_.cupy_free(nullptr, c_live[k], 0);
+    cpp.DeallocateRaw(cpp_live[k]);
+  }
+  EXPECT_EQ(lib_.empty_cache(0), cpp.ReleaseFreeRegions());
+  check("after everything is freed and the cache emptied");
+  EXPECT_EQ(Stats(0).pool_bytes, 0);
+}
+
+TEST_F(CApiTest, EmptyCacheReleasesFreeRegions) {
+  Configure("backend:host,memory_limit:256MiB");
+  // An unused device releases nothing and is not created.
+  EXPECT_EQ(lib_.empty_cache(3), 0u);
+  void* p = lib_.malloc(5 << 20, 0, kNoStream);
+  ASSERT_NE(p, nullptr) << LastError();
+  EXPECT_EQ(lib_.empty_cache(0), 0u);  // in use: nothing to release
+  lib_.free(p, 5 << 20, 0, kNoStream);
+  const int64_t pool = Stats(0).pool_bytes;
+  EXPECT_GT(pool, 0);
+  EXPECT_EQ(lib_.empty_cache(0), static_cast<size_t>(pool));
+  EXPECT_EQ(Stats(0).pool_bytes, 0);
+
+  // PyTorch's reset_fn form empties every device.
+  void* a = lib_.malloc(1024, 0, kNoStream);
+  void* b = lib_.cupy_malloc(nullptr, 1024, 2);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  lib_.free(a, 1024, 0, kNoStream);
+  lib_.cupy_free(nullptr, b, 2);
+  lib_.empty_cache_all();
+  EXPECT_EQ(Stats(0).pool_bytes, 0);
+  EXPECT_EQ(Stats(2).pool_bytes, 0);
+}
+
+TEST_F(CApiTest, MemoryLimitIsEnforcedAndReported) {
+  Configure("backend:virtual,memory_limit:1MiB,allow_growth:false");
+  void* p = lib_.malloc(2 << 20, 0, kNoStream);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_THAT(LastError(), HasSubstr("bfc_malloc(2097152 bytes, device 0)"));
+  EXPECT_EQ(Stats(0).num_ooms, 1);
+  EXPECT_EQ(Stats(0).bytes_limit, 1 << 20);
+}
+
+TEST_F(CApiTest, ConfigurationValuesAreParsed) {
+  Configure(" backend : host , memory_limit: 1.5GiB ,garbage_collection:true");
+  EXPECT_EQ(Stats(0).bytes_limit, int64_t{3} << 29);
+  Configure("backend:virtual,memory_limit:8GB");
+  EXPECT_EQ(Stats(0).bytes_limit, int64_t{8000000000});
+  Configure("backend:virtual,memory_limit:4096");
+  EXPECT_EQ(Stats(0).bytes_limit, 4096);
+  Configure("backend:virtual,memory_fraction:0.5");  // of a nominal 64 GiB
+  EXPECT_EQ(Stats(0).bytes_limit, int64_t{32} << 30);
+  Configure("backend:virtual");
+  EXPECT_EQ(Stats(0).bytes_limit, int64_t{64} << 30);
+  Configure("backend:host");
+  const int64_t physical =
+      int64_t{sysconf(_SC_PHYS_PAGES)} * int64_t{sysconf(_SC_PAGESIZE)};
+  EXPECT_EQ(Stats(0).bytes_limit, physical);
+  Configure(
+      "backend:virtual,allow_growth:false,allow_retry_on_failure:false,"
+      "abort_on_invalid_input:false,retry_timeout:250ms,max_oom_logs:0,"
+      "fragmentation_fraction:1,memory_limit:16MiB,");
+  // allow_growth:false: the first allocation takes the whole limit.
+  void* p = lib_.malloc(256, 0, kNoStream);
+  ASSERT_NE(p, nullptr) << LastError();
+  EXPECT_EQ(Stats(0).pool_bytes, 16 << 20);
+  lib_.free(p, 256, 0, kNoStream);
+}
+
+struct BadConf {
+  const char* conf;
+  std::vector<const char*> message;  // substrings of the one message
+};
+
+TEST_F(CApiTest, BadConfigurationsFailCleanlyWithTheDocumentedMessage) {
+  const BadConf cases[] = {
+      {"allow_growth:maybe",
+       {"bad value \"maybe\" for allow_growth",
+        "accepted values: true, false"}},
+      {"backend:gpu",
+       {"bad value \"gpu\" for backend",
+        "accepted values: cuda, host, virtual"}},
+      {"backend:host,garbage_collection:1",
+       {"for garbage_collection", "true, false"}},
+      {"memory_limit:8XB", {"for memory_limit", "GiB"}},
+      {"memory_limit:0", {"for memory_limit", "a byte count > 0"}},
+      {"memory_fraction:1.5", {"for memory_fraction", "(0, 1]"}},
+      {"memory_fraction:0", {"for memory_fraction", "(0, 1]"}},
+      {"fragmentation_fraction:-0.1", {"for fragmentation_fraction", "[0, 1]"}},
+      {"retry_timeout:soon", {"for retry_timeout", "10s, 500ms"}},
+      {"max_oom_logs:-1", {"for max_oom_logs", "an integer >= 0"}},
+      {"colour:blue", {"unknown key \"colour\"", "accepted keys: backend,"}},
+      {"allow_growth", {"\"allow_growth\" is not key:value", "accepted keys"}},
+      {"memory_limit:1GiB,memory_fraction:0.5",
+       {"memory_limit and memory_fraction", "at most one"}},
+      {"backend:host,backend:virtual", {"key backend is given more than once"}},
+  };
+  for (const BadConf& c : cases) {
+    SCOPED_TRACE(c.conf);
+    ::testing::internal::CaptureStderr();
+    Configure(c.conf);
+    EXPECT_EQ(lib_.malloc(1024, 0, kNoStream), nullptr);
+    const std::string first = LastError();
+    EXPECT_THAT(first, HasSubstr("BFC_ALLOC_CONF: "));
+    for (const char* part : c.message) EXPECT_THAT(first, HasSubstr(part));
+    // Every later call fails the same way; the message is printed once.
+    EXPECT_EQ(lib_.cupy_malloc(nullptr, 1024, 1), nullptr);
+    EXPECT_THAT(LastError(), HasSubstr(c.message[0]));
+    bfc_stats s;
+    EXPECT_EQ(lib_.get_stats(0, &s), -1);
+    EXPECT_EQ(lib_.reset_peak_stats(0), -1);
+    EXPECT_EQ(lib_.empty_cache(0), 0u);
+    EXPECT_THAT(LastError(), HasSubstr(c.message[0]));
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    const std::string::size_type at = err.find(c.message[0]);
+    EXPECT_NE(at, std::string::npos) << err;
+    EXPECT_EQ(err.find(c.message[0], at + 1), std::string::npos)
+        << "printed more than once:\n"
+        << err;
+  }
+}
+
+TEST_F(CApiTest, CudaBackendWithoutAGpuFailsCleanly) {
+#ifdef BFC_HAVE_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
+    // With a device the default backend must work (label gpu runs this).
+    Configure("");
+    void* p = lib_.malloc(1 << 20, 0, kNoStream);
+    ASSERT_NE(p, nullptr) << LastError();
+    lib_.free(p, 1 << 20, 0, kNoStream);
+    EXPECT_EQ(Stats(0).bytes_in_use, 0);
+    return;
+  }
+  (void)cudaGetLastError();
+  const char* why = "no usable CUDA device";
+#else
+  const char* why = "built without CUDA";
+#endif
+  for (const char* conf : {"", "backend:cuda,memory_fraction:0.9"}) {
+    SCOPED_TRACE(conf);
+    Configure(conf);
+    EXPECT_EQ(lib_.malloc(1024, 0, kNoStream), nullptr);
+    EXPECT_THAT(LastError(), HasSubstr("backend cuda: "));
+    EXPECT_THAT(LastError(), HasSubstr(why));
+    EXPECT_THAT(LastError(), HasSubstr("backend:host"));
+    // Sticky and cheap: the same answer again, and no crash.
+    EXPECT_EQ(lib_.cupy_malloc(nullptr, 1024, 0), nullptr);
+    EXPECT_THAT(LastError(), HasSubstr(why));
+    bfc_stats s;
+    EXPECT_EQ(lib_.get_stats(0, &s), -1);
+    lib_.free(nullptr, 0, 0, kNoStream);  // a no-op
+  }
+}
+
+TEST_F(CApiTest, CallerMistakesAreReportedNotFatal) {
+  Configure("backend:host,memory_limit:64MiB");
+  EXPECT_EQ(lib_.malloc(1024, -1, kNoStream), nullptr);
+  EXPECT_THAT(LastError(), HasSubstr("device -1 is out of range [0, 64)"));
+  EXPECT_EQ(lib_.malloc(1024, BFC_MAX_DEVICES, kNoStream), nullptr);
+  EXPECT_THAT(LastError(), HasSubstr("device 64 is out of range"));
+  int local = 0;
+  lib_.free(&local, 4, 5, kNoStream);  // device 5 never used
+  EXPECT_THAT(LastError(),
+              HasSubstr("no allocation was ever made on this device"));
+  EXPECT_EQ(lib_.get_stats(0, nullptr), -1);
+  EXPECT_THAT(LastError(), HasSubstr("out is NULL"));
+
+  // size 0: NULL, not an error.
+  const std::string before = LastError();
+  EXPECT_EQ(lib_.malloc(0, 0, kNoStream), nullptr);
+  EXPECT_EQ(LastError(), before);
+
+  // Double free: reported and counted, state untouched.
+  void* p = lib_.malloc(512, 0, kNoStream);
+  ASSERT_NE(p, nullptr);
+  lib_.free(p, 512, 0, kNoStream);
+  lib_.free(p, 512, 0, kNoStream);
+  EXPECT_THAT(LastError(), HasSubstr("bfc_free("));
+  EXPECT_EQ(Stats(0).num_invalid_frees, 1);
+  EXPECT_EQ(Stats(0).bytes_in_use, 0);
+}
+
+TEST_F(CApiTest, LastErrorIsPerThread) {
+  Configure("backend:host,memory_limit:64MiB");
+  EXPECT_EQ(lib_.malloc(1, -7, kNoStream), nullptr);
+  std::string other;
+  std::thread([&] { other = lib_.last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_THAT(LastError(), HasSubstr("device -7"));
+}
+
+}  // namespace
