@@ -110,6 +110,21 @@ TEST_F(BfcReplayTest, TooSmallALimitGivesFailuresNotAnError) {
   EXPECT_THAT(r.out, HasSubstr("frees of failed allocations skipped"));
 }
 
+TEST_F(BfcReplayTest, PlanComparesOfflinePlansWithTheOnlinePool) {
+  Result r = Run("--plan");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("lower bound (peak live bytes): 835805832"));
+  for (const char* strategy :
+       {"NAIVE", "EQUALITY", "GREEDY_IN_ORDER", "GREEDY_BY_BREADTH",
+        "GREEDY_BY_SIZE", "GREEDY_BEST", "MINCOSTFLOW"}) {
+    EXPECT_THAT(r.out, HasSubstr(strategy));
+  }
+  // The online line carries this replay's peak pool (growth, 16 GiB).
+  EXPECT_THAT(r.out, HasSubstr("online peak pool               1071644672"));
+  EXPECT_THAT(r.out, HasSubstr("best offline plan"));
+}
+
 TEST_F(BfcReplayTest, Help) {
   Result r = Run("--help");
   ASSERT_TRUE(r.exited);

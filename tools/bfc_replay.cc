@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
+#include "bfc/planner/plan_report.h"
 #include "bfc/replay.h"
 #include "bfc/sub_allocator.h"
 #include "bfc/trace.h"
@@ -46,6 +47,7 @@ struct Flags {
   double fragmentation_fraction = 0;
   Backend backend = Backend::kVirtual;
   bool skip_unknown_frees = false;
+  bool plan = false;  // also print the offline planner's report
   bool help = false;
   std::string trace_path;  // empty: the bundled default trace
 };
@@ -71,6 +73,9 @@ options:
                                 address space, no memory is touched)
   --skip-unknown-frees          skip frees of pointers that are not live instead of
                                 failing
+  --plan                        also plan the trace offline (TFLite's strategies)
+                                and print each plan's memory against the lower
+                                bound (peak live bytes) and this replay's pool
   --help                        this text
 )";
 
@@ -202,6 +207,12 @@ bool ParseArgs(int argc, char** argv, Flags* flags, std::string* error) {
       if (!value.has_value()) {
         flags->skip_unknown_frees = true;
       } else if (!ParseBool(*value, &flags->skip_unknown_frees)) {
+        return bad_value("true or false (or no value)");
+      }
+    } else if (name == "--plan") {
+      if (!value.has_value()) {
+        flags->plan = true;
+      } else if (!ParseBool(*value, &flags->plan)) {
         return bad_value("true or false (or no value)");
       }
     } else {
@@ -378,6 +389,19 @@ int Main(int argc, char** argv) {
   }
   PrintSummary(flags, path, *compiled, *summary, allocator);
   replayer.ReleaseLive();
+  if (flags.plan) {
+    absl::StatusOr<bfc::planner::PlanReport> report =
+        bfc::planner::PlanTrace(*compiled, bfc::planner::PlanOptions());
+    if (!report.ok()) {
+      std::fprintf(stderr, "bfc-replay: --plan: %s\n",
+                   std::string(report.status().message()).c_str());
+      return 1;
+    }
+    std::printf("\n%s",
+                bfc::planner::FormatPlanReport(
+                    *report, static_cast<size_t>(summary->peak_pool_bytes))
+                    .c_str());
+  }
   return 0;
 }
 
