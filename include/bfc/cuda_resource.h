@@ -1,0 +1,213 @@
+// File: bfc/cuda_resource.h
+// -----------------------------------------------------------------------------
+//
+// CCCL memory resources over a bfc::Allocator, for code built on libcu++'s
+// `cuda::mr` concepts (RMM, CUDA C++ containers, cuda::mr::resource_ref).
+// Available when bfc is built with CUDA (BFC_HAVE_CUDA); needs the CCCL
+// headers the CUDA toolkit ships (CUDA 13: <toolkit>/include/cccl) and compiles
+// as plain C++17 with g++ or clang, no nvcc.
+//
+//   bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),
+//                       /*total_memory=*/size_t{8} << 30, "gpu0");
+//   bfc::CudaDeviceResource mr(pool);                  // a copyable handle
+//   cuda::mr::async_resource_ref<cuda::mr::device_accessible> ref{mr};
+//   void* p = ref.allocate_async(1 << 20, 256, stream);
+//   ...
+//   ref.deallocate_async(p, 1 << 20, 256, stream);
+//
+// The model: a resource is a handle (a shared pointer) to one bfc::Allocator;
+// copies share it, and two handles are equal exactly when they refer to the
+// same allocator (identity). Constructed from an Allocator& the handle does
+// not own it (the allocator must outlive every copy); constructed from a
+// std::shared_ptr<Allocator> it shares ownership.
+//
+//   CudaDeviceResource  device_accessible                 over kDevice memory
+//                                                         (CudaDeviceSubAllocator)
+//   CudaPinnedResource  device_accessible, host_accessible over kHostPinned
+//                                                         (CudaPinnedSubAllocator)
+//
+// Both satisfy cuda::mr::resource and cuda::mr::async_resource of CCCL 3.0
+// (CUDA 13.0): allocate(bytes, alignment), deallocate(ptr, bytes, alignment),
+// allocate_async(bytes, alignment, stream), deallocate_async(ptr, bytes,
+// alignment, stream), ==, get_property(r, device_accessible). They also
+// offer the spellings of newer CCCL (synchronous_resource / resource):
+// allocate_sync, deallocate_sync, allocate(stream, bytes, alignment),
+// deallocate(stream, ptr, bytes, alignment). The overloads do not collide:
+// cuda::stream_ref is not constructible from an integer.
+//
+// Streams: bfc is not stream-ordered (yet).
+//   * allocate_async returns memory that is free now, so it is ready for any
+//     stream at once; it does not wait for anything.
+//   * deallocate_async FIRST SYNCHRONIZES THE STREAM (cudaStreamSynchronize)
+//     and only then returns the memory to the pool, so that the memory is
+//     never handed out again while work queued on `stream` may still use it.
+//     This blocks the calling thread. If the synchronization fails (a broken
+//     context), the memory is deliberately not returned (it leaks) and the
+//     failure is logged: reusing it could corrupt a live kernel's data.
+//
+// Errors: a request the pool cannot serve (out of memory, a resource whose
+// kind does not match the allocator's memory type) returns nullptr and is
+// logged by the allocator; nothing throws (unlike CCCL's own resources, which
+// throw cuda::cuda_error). Deallocation never fails visibly: a foreign pointer
+// is reported and counted by the allocator (num_invalid_frees).
+//
+// Thread safety: thread-safe, as the Allocator is. Handles are values; a
+// handle shared between threads must not be assigned to concurrently.
+#ifndef BFC_CUDA_RESOURCE_H_
+#define BFC_CUDA_RESOURCE_H_
+
+#ifndef BFC_HAVE_CUDA
+#error "bfc/cuda_resource.h needs a bfc built with CUDA (BFC_HAVE_CUDA)"
+#endif
+
+// The cuda::mr concepts of CCCL 3.0 are behind this macro; it must be defined
+// before any CCCL header is included (define it on the command line if you
+// include CCCL headers before this one).
+#ifndef LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE
+#define LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE
+#endif
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cuda/memory_resource>
+#include <cuda/stream_ref>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "bfc/allocator.h"
+#include "bfc/log.h"
+#include "bfc/sub_allocator.h"
+
+namespace bfc {
+
+template <bool kHostAccessible>
+class BasicCudaResource {
+ public:
+  // The memory type the allocator must hand out for this resource to serve.
+  static constexpr MemoryType kMemoryType =
+      kHostAccessible ? MemoryType::kHostPinned : MemoryType::kDevice;
+
+  // Non-owning: `allocator` must outlive the handle and all its copies.
+  explicit BasicCudaResource(Allocator& allocator)
+      : allocator_(std::shared_ptr<Allocator>(), &allocator) {}
+  // Shares ownership of `allocator` (must not be null).
+  explicit BasicCudaResource(std::shared_ptr<Allocator> allocator)
+      : allocator_(std::move(allocator)) {}
+
+  Allocator& allocator() const { return *allocator_; }
+
+  // True when the allocator's memory is of kMemoryType, i.e. when this
+  // resource can allocate from it at all.
+  static bool Serves(const Allocator& allocator) {
+    return allocator.GetMemoryType() == kMemoryType;
+  }
+
+  // --- CCCL 3.0: cuda::mr::resource ----------------------------------------
+
+  // `bytes` aligned to `alignment` (a power of two; <= 256 gives 256), or
+  // nullptr: out of memory, bytes == 0, or the allocator's memory is not of
+  // kMemoryType.
+  void* allocate(size_t bytes,
+                 size_t alignment = cuda::mr::default_cuda_malloc_alignment) {
+    if (!Serves(*allocator_)) {
+      Log(LogSeverity::kError,
+          "bfc::BasicCudaResource: allocator '" + allocator_->Name() +
+              "' hands out " + MemoryTypeName(allocator_->GetMemoryType()) +
+              " memory, this resource needs " + MemoryTypeName(kMemoryType));
+      return nullptr;
+    }
+    return allocator_->AllocateRaw(alignment, bytes);
+  }
+  // `bytes` and `alignment` are not needed (the allocator knows the chunk).
+  void deallocate(
+      void* ptr, size_t /*bytes*/,
+      size_t /*alignment*/ = cuda::mr::default_cuda_malloc_alignment) noexcept {
+    allocator_->DeallocateRaw(ptr);
+  }
+
+  // --- CCCL 3.0: cuda::mr::async_resource ----------------------------------
+
+  // Memory free now: usable on `stream` (and any other) at once.
+  void* allocate_async(size_t bytes, size_t alignment,
+                       cuda::stream_ref /*stream*/) {
+    return allocate(bytes, alignment);
+  }
+  void* allocate_async(size_t bytes, cuda::stream_ref stream) {
+    return allocate_async(bytes, cuda::mr::default_cuda_malloc_alignment,
+                          stream);
+  }
+  // Synchronizes `stream`, then frees (see the header comment).
+  void deallocate_async(void* ptr, size_t bytes, size_t alignment,
+                        cuda::stream_ref stream) noexcept {
+    if (ptr == nullptr) return;
+    const cudaError_t err = cudaStreamSynchronize(stream.get());
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      Log(LogSeverity::kError,
+          std::string(
+              "bfc::BasicCudaResource: cudaStreamSynchronize failed (") +
+              cudaGetErrorName(err) + "); not returning " +
+              std::to_string(bytes) + " bytes to '" + allocator_->Name() +
+              "' while the stream may still use them");
+      return;
+    }
+    deallocate(ptr, bytes, alignment);
+  }
+  void deallocate_async(void* ptr, size_t bytes,
+                        cuda::stream_ref stream) noexcept {
+    deallocate_async(ptr, bytes, cuda::mr::default_cuda_malloc_alignment,
+                     stream);
+  }
+
+  // --- newer CCCL spellings (synchronous_resource / stream-first resource) --
+
+  void* allocate_sync(
+      size_t bytes,
+      size_t alignment = cuda::mr::default_cuda_malloc_alignment) {
+    return allocate(bytes, alignment);
+  }
+  void deallocate_sync(
+      void* ptr, size_t bytes,
+      size_t alignment = cuda::mr::default_cuda_malloc_alignment) noexcept {
+    deallocate(ptr, bytes, alignment);
+  }
+  void* allocate(cuda::stream_ref stream, size_t bytes,
+                 size_t alignment = cuda::mr::default_cuda_malloc_alignment) {
+    return allocate_async(bytes, alignment, stream);
+  }
+  void deallocate(
+      cuda::stream_ref stream, void* ptr, size_t bytes,
+      size_t alignment = cuda::mr::default_cuda_malloc_alignment) noexcept {
+    deallocate_async(ptr, bytes, alignment, stream);
+  }
+
+  // --- equality and properties ---------------------------------------------
+
+  friend bool operator==(const BasicCudaResource& a,
+                         const BasicCudaResource& b) noexcept {
+    return a.allocator_.get() == b.allocator_.get();
+  }
+  friend bool operator!=(const BasicCudaResource& a,
+                         const BasicCudaResource& b) noexcept {
+    return !(a == b);
+  }
+
+  friend void get_property(const BasicCudaResource&,
+                           cuda::mr::device_accessible) noexcept {}
+  template <bool kHost = kHostAccessible, std::enable_if_t<kHost, int> = 0>
+  friend void get_property(const BasicCudaResource&,
+                           cuda::mr::host_accessible) noexcept {}
+
+ private:
+  std::shared_ptr<Allocator> allocator_;
+};
+
+using CudaDeviceResource = BasicCudaResource<false>;
+using CudaPinnedResource = BasicCudaResource<true>;
+
+}  // namespace bfc
+
+#endif  // BFC_CUDA_RESOURCE_H_
