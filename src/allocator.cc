@@ -120,7 +120,8 @@ Allocator::~Allocator() {
             "holding %s "
             "(%d bytes); their memory is returned to the sub-allocator",
             name_, outstanding, HumanBytes(outstanding_bytes),
-            outstanding_bytes));
+            outstanding_bytes) +
+            LeakReportLocked(/*top_n=*/10));
   }
   if (sub_allocator_ != nullptr) {
     for (const internal::AllocationRegion& r : region_manager_.regions()) {
@@ -248,6 +249,7 @@ void* Allocator::AllocateWithRetry(size_t alignment, size_t num_bytes,
     // Every free signals the condition variable while someone waits, so each
     // free gets the waiter one more attempt, as TF's AllocatorRetry does.
     ++num_waiters_;
+    ++stats_.num_retries;
     freed_cv_.WaitWithDeadline(&mutex_, deadline);
     --num_waiters_;
   }
@@ -317,6 +319,8 @@ void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
     Chunk& c = chunks_[h];
     c.requested_size = num_bytes;
     c.allocation_id = next_allocation_id_++;
+    stats_.bytes_requested_in_use += static_cast<int64_t>(num_bytes);
+    if (opts_.record_allocation_sites) RecordAllocationSite(c.allocation_id);
 
     ++stats_.num_allocs;
     stats_.bytes_in_use += static_cast<int64_t>(c.size);
@@ -370,6 +374,11 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
         problem = "is misaligned";
       } else if (bytes_received < bytes) {
         problem = "is shorter than asked";
+      } else if (bytes_received > available ||
+                 bytes_received % kMinAllocationSize != 0) {
+        // Keeping only part of it would make the later Free name a size the
+        // sub-allocator never handed out (and leak the rest).
+        problem = "is longer than the limit allows or not a multiple of 256";
       } else if (a + bytes_received < a) {
         problem = "wraps around the address space";
       } else if (region_manager_.Overlaps(mem, bytes_received)) {
@@ -527,6 +536,7 @@ void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment) {
   Log(LogSeverity::kWarning,
       absl::StrCat(OomMessage(num_bytes, rounded, alignment),
                    "\nOccupancy: ", RenderOccupancyLocked()));
+  Log(LogSeverity::kWarning, MemoryLogLocked(num_bytes));
 }
 
 // --- Deallocation ------------------------------------------------------------
@@ -683,6 +693,8 @@ void Allocator::RemoveFreeChunkFromBin(ChunkHandle h) {
 void Allocator::MarkFree(ChunkHandle h) {
   Chunk& c = chunks_[h];
   stats_.bytes_in_use -= static_cast<int64_t>(c.size);
+  stats_.bytes_requested_in_use -= static_cast<int64_t>(c.requested_size);
+  if (opts_.record_allocation_sites) ForgetAllocationSite(c.allocation_id);
   c.allocation_id = -1;
   c.requested_size = 0;
 }
@@ -718,6 +730,12 @@ std::optional<AllocatorStats> Allocator::GetStats() const {
   AllocatorStats stats = stats_;
   stats.largest_free_block_bytes =
       static_cast<int64_t>(LargestFreeChunkLocked());
+  const int64_t free_bytes = *stats.pool_bytes - stats.bytes_in_use;
+  stats.fragmentation =
+      free_bytes > 0
+          ? static_cast<double>(free_bytes - stats.largest_free_block_bytes) /
+                static_cast<double>(free_bytes)
+          : 0.0;
   return stats;
 }
 
@@ -817,6 +835,7 @@ absl::Status Allocator::ValidateLocked() const {
   size_t free_chunks = 0;
   size_t free_bytes = 0;
   int64_t in_use_bytes = 0;
+  int64_t requested_bytes = 0;
   for (size_t i = 0; i < regions.size(); ++i) {
     const internal::AllocationRegion& r = regions[i];
     if (r.memory_size() == 0 || r.memory_size() % kMinAllocationSize != 0 ||
@@ -874,6 +893,7 @@ absl::Status Allocator::ValidateLocked() const {
           return fail(c.DebugString(), " has requested size outside (0, size]");
         }
         in_use_bytes += static_cast<int64_t>(c.size);
+        requested_bytes += static_cast<int64_t>(c.requested_size);
         prev_free = false;
       } else {
         // Invariant 2: coalescing is complete.
@@ -941,6 +961,15 @@ absl::Status Allocator::ValidateLocked() const {
   }
   if (stats_.peak_bytes_in_use < stats_.bytes_in_use)
     return fail("peak_bytes_in_use < bytes_in_use");
+  if (stats_.bytes_requested_in_use != requested_bytes) {
+    return fail("bytes_requested_in_use is ", stats_.bytes_requested_in_use,
+                " but in-use chunks asked for ", requested_bytes);
+  }
+  if (opts_.record_allocation_sites &&
+      sites_.size() != chunks_seen - free_chunks) {
+    return fail(sites_.size(), " allocation sites recorded for ",
+                chunks_seen - free_chunks, " live allocations");
+  }
   if (region_bytes != total_region_allocated_bytes_ ||
       static_cast<int64_t>(region_bytes) != *stats_.pool_bytes) {
     return fail("regions sum to ", region_bytes, " but pool_bytes is ",
@@ -950,7 +979,8 @@ absl::Status Allocator::ValidateLocked() const {
     return fail("pool ", region_bytes, " exceeds the limit");
   if (*stats_.peak_pool_bytes < *stats_.pool_bytes)
     return fail("peak_pool_bytes < pool_bytes");
-  if (stats_.num_allocs < 0 || stats_.largest_alloc_size < 0)
+  if (stats_.num_allocs < 0 || stats_.largest_alloc_size < 0 ||
+      stats_.num_retries < 0)
     return fail("negative counters");
   return absl::OkStatus();
 }

@@ -33,13 +33,17 @@ std::string AllocatorStats::DebugString() const {
       "OOMs:             %20lld\n"
       "Extends:          %20lld\n"
       "RegionsReleased:  %20lld\n"
-      "SubAllocRejects:  %20lld\n",
+      "SubAllocRejects:  %20lld\n"
+      "Retries:          %20lld\n"
+      "RequestedInUse:   %20lld\n"
+      "Fragmentation:    %20.4f\n",
       OptionalToString(bytes_limit), bytes_in_use, peak_bytes_in_use,
       num_allocs, largest_alloc_size, bytes_reserved, peak_bytes_reserved,
       largest_free_block_bytes, OptionalToString(pool_bytes),
       OptionalToString(peak_pool_bytes), num_invalid_frees,
       num_invalid_requests, num_ooms, num_extends, num_regions_released,
-      num_sub_allocator_rejects);
+      num_sub_allocator_rejects, num_retries, bytes_requested_in_use,
+      fragmentation);
 }
 
 }  // namespace bfc

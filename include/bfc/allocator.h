@@ -60,7 +60,10 @@
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -69,6 +72,7 @@
 #include "bfc/internal/bin.h"
 #include "bfc/internal/chunk.h"
 #include "bfc/internal/region_manager.h"
+#include "bfc/memory_dump.h"
 #include "bfc/sub_allocator.h"
 
 namespace bfc {
@@ -113,6 +117,11 @@ class Allocator {
     // At most this many out-of-memory reports are logged per allocator
     // (TF: 10 per process).
     int max_oom_logs = 10;
+    // Capture the call stack of every allocation (absl::GetStackTrace, up to
+    // 32 frames, symbolized only when a report asks) for
+    // OutstandingAllocations(), RecordMemoryMap() and the leak and OOM
+    // reports. Costs a stack walk per allocation and ~270 bytes per live one.
+    bool record_allocation_sites = false;
   };
 
   Allocator(std::unique_ptr<SubAllocator> sub_allocator, size_t total_memory,
@@ -176,6 +185,23 @@ class Allocator {
 
   // Host bytes this allocator holds for its own bookkeeping.
   size_t MetadataBytes() const;
+
+  // --- Observability (src/memory_dump.cc; see bfc/memory_dump.h) -----------
+  // Peaks (bytes in use, pool bytes) restart from the current values; the
+  // counters are left alone (ClearStats resets num_allocs too).
+  void ResetPeakStats();
+  // Every region, chunk and bin right now, with the stats.
+  MemoryDump RecordMemoryMap() const;
+  // TF's dump (FormatMemoryLog) for a failed request of `num_bytes`, sent to
+  // the log sink; also sent on out-of-memory (up to Options::max_oom_logs).
+  void DumpMemoryLog(size_t num_bytes) const;
+  // The text DumpMemoryLog logs.
+  std::string MemoryLog(size_t num_bytes) const;
+  // A human table of usage, peaks, fragmentation and counters.
+  std::string MemorySummary() const;
+  // Live allocations, largest first (ties: lowest id), with their sites when
+  // Options::record_allocation_sites is on.
+  std::vector<OutstandingAllocation> OutstandingAllocations() const;
 
  private:
   using ChunkHandle = internal::ChunkHandle;
@@ -244,6 +270,25 @@ class Allocator {
   void MaybeValidate(const char* where) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
+  // Observability (src/memory_dump.cc). Sites are raw frames until a report
+  // symbolizes them.
+  struct RawStack {
+    int depth = 0;
+    void* frames[32];
+  };
+  void RecordAllocationSite(int64_t allocation_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ForgetAllocationSite(int64_t allocation_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // `sites`: symbolize allocation sites (slow; error paths and dumps only).
+  MemoryDump RecordMemoryMapLocked(bool sites) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::string MemoryLogLocked(size_t num_bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The destructor's leak report: the largest live chunks and their sites.
+  std::string LeakReportLocked(size_t top_n) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   std::unique_ptr<SubAllocator> sub_allocator_;
   const std::string name_;
   const Options opts_;
@@ -265,6 +310,8 @@ class Allocator {
   int64_t next_allocation_id_ ABSL_GUARDED_BY(mutex_) = 1;
   AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
   int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;
+  // allocation id -> call stack, with Options::record_allocation_sites.
+  absl::flat_hash_map<int64_t, RawStack> sites_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace bfc

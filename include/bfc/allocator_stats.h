@@ -42,6 +42,18 @@ struct AllocatorStats {
       0;  // regions given back (GC, ReleaseFreeRegions)
   int64_t num_sub_allocator_rejects =
       0;  // sub-allocator memory refused (misaligned, short)
+  int64_t num_retries =
+      0;  // waits for other threads' frees by allocations that had failed
+
+  // --- bfc additions: where the bytes go ------------------------------------
+  // Sum of what callers asked for over in-use chunks: bytes_in_use minus this
+  // is internal fragmentation (rounding to 256, unsplit remainders).
+  int64_t bytes_requested_in_use = 0;
+  // TF's external fragmentation metric, computed by GetStats():
+  // (free - largest free chunk) / free, free = pool_bytes - bytes_in_use;
+  // 0 when nothing is free. 0: all free bytes in one chunk; near 1: free
+  // memory scattered in pieces too small for large requests.
+  double fragmentation = 0;
 
   // One line per field, TF's layout first.
   std::string DebugString() const;

@@ -1,0 +1,105 @@
+// File: bfc/replay_report.h
+// -----------------------------------------------------------------------------
+//
+// A whole replay, made visible: what bfc-replay's --json, --svg and --html
+// write. BuildReplayReport replays a CompiledTrace (bfc/trace.h) against a
+// fresh allocator and records, after every op, the bytes callers have live
+// (requested), the bytes in use (whole chunks), the pool held from the
+// sub-allocator and TF's external fragmentation metric; then it takes a
+// MemoryDump (bfc/memory_dump.h) at the peak of bytes in use and at the end
+// of the trace (before anything left live is freed).
+//
+// The peak snapshot needs the allocator as it was at the peak, which is only
+// known once the trace has been replayed: the replay is deterministic, so a
+// second replay into a second fresh allocator stops there to take it. Hence
+// `make_allocator` is called twice; both allocators must be configured alike.
+//
+// The HTML page (RenderReplayReportHtml) is one self-contained file: inline
+// script, style and data, no network. It draws the four series over the
+// event index in one chart, both memory maps (hover or click a chunk for its
+// address, sizes, allocation id and site), and the summary numbers. Its
+// template is tools/viewer/viewer.html, embedded at build time.
+//
+// Example:
+//
+//   auto make = [] {
+//     return std::make_unique<bfc::Allocator>(
+//         std::make_unique<bfc::VirtualSubAllocator>(size_t{16} << 30),
+//         size_t{16} << 30, "replay");
+//   };
+//   absl::StatusOr<bfc::ReplayReport> r = bfc::BuildReplayReport(*ops, make);
+//   std::ofstream("report.html") << bfc::RenderReplayReportHtml(*r);
+//
+// Thread-compatible; the functions are thread-safe.
+#ifndef BFC_REPLAY_REPORT_H_
+#define BFC_REPLAY_REPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bfc/allocator.h"
+#include "bfc/memory_dump.h"
+#include "bfc/replay.h"
+#include "bfc/trace.h"
+
+namespace bfc {
+
+// One sample per replayed op, parallel vectors.
+struct ReplayTimeline {
+  std::vector<uint64_t> event_index;  // the op's row in the trace (0-based)
+  std::vector<int64_t> live_bytes;    // requested bytes of live allocations
+  std::vector<int64_t> in_use_bytes;  // whole chunks in use
+  std::vector<int64_t> pool_bytes;    // regions held
+  std::vector<double> fragmentation;  // AllocatorStats::fragmentation
+
+  size_t size() const { return event_index.size(); }
+};
+
+struct ReplaySnapshot {
+  std::string label;      // "peak" or "end"
+  uint64_t op_index = 0;  // taken after this op
+  uint64_t event_index = 0;
+  MemoryDump dump;
+};
+
+struct ReplayReport {
+  std::string trace_name;
+  ReplaySummary summary;  // of the first replay
+  ReplayTimeline timeline;
+  std::vector<ReplaySnapshot> snapshots;  // peak, then end
+};
+
+struct ReplayReportOptions {
+  ReplayOptions replay;  // its after_op is replaced; on_allocate is kept
+  // Called every few thousand ops of each pass and once at its end with
+  // (ops done so far over both passes, ops of both passes).
+  std::function<void(size_t done, size_t total)> progress;
+};
+
+// Errors: those of Replayer::Run (an inconsistent trace), or Internal when
+// make_allocator returns nullptr.
+absl::StatusOr<ReplayReport> BuildReplayReport(
+    const CompiledTrace& trace,
+    const std::function<std::unique_ptr<Allocator>()>& make_allocator,
+    const ReplayReportOptions& options = ReplayReportOptions());
+
+// {"format": "bfc-replay-report", "version": 1, "trace": NAME,
+//  "summary": {...every ReplaySummary field...},
+//  "timeline": {"event_index": [...], "live_bytes": [...], ...},
+//  "snapshots": [{"label", "op_index", "event_index", "dump": MEMORY DUMP}]}
+// with MEMORY DUMP as in bfc/memory_dump.h.
+std::string ReplayReportToJson(const ReplayReport& report, int indent = -1);
+absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view json);
+
+// The self-contained viewer page.
+std::string RenderReplayReportHtml(const ReplayReport& report);
+
+}  // namespace bfc
+
+#endif  // BFC_REPLAY_REPORT_H_

@@ -1,0 +1,404 @@
+// File: tests/memory_dump_test.cc
+// RecordMemoryMap, the text dumps, the new stats, allocation sites and the
+// JSON round trip, on fake sub-allocators (no GPU).
+#include "bfc/memory_dump.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/attributes.h"
+#include "bfc/allocator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/fake_sub_allocator.h"
+
+namespace bfc {
+namespace {
+
+using ::bfc::testing::FakeSubAllocator;
+using ::bfc::testing::LogCapture;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+constexpr size_t kKiB = size_t{1} << 10;
+constexpr size_t kMiB = size_t{1} << 20;
+
+Allocator::Options NoRetry() {
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  return o;
+}
+
+std::unique_ptr<Allocator> Make(size_t limit, Allocator::Options o = NoRetry(),
+                                const std::string& name = "dump") {
+  return std::make_unique<Allocator>(
+      std::make_unique<FakeSubAllocator>(FakeSubAllocator::Options{}), limit,
+      name, o);
+}
+
+// Every field, so a round trip that drops or garbles one fails.
+void ExpectStatsEq(const AllocatorStats& a, const AllocatorStats& b) {
+  EXPECT_EQ(a.num_allocs, b.num_allocs);
+  EXPECT_EQ(a.bytes_in_use, b.bytes_in_use);
+  EXPECT_EQ(a.peak_bytes_in_use, b.peak_bytes_in_use);
+  EXPECT_EQ(a.largest_alloc_size, b.largest_alloc_size);
+  EXPECT_EQ(a.bytes_limit, b.bytes_limit);
+  EXPECT_EQ(a.bytes_reserved, b.bytes_reserved);
+  EXPECT_EQ(a.peak_bytes_reserved, b.peak_bytes_reserved);
+  EXPECT_EQ(a.bytes_reservable_limit, b.bytes_reservable_limit);
+  EXPECT_EQ(a.largest_free_block_bytes, b.largest_free_block_bytes);
+  EXPECT_EQ(a.pool_bytes, b.pool_bytes);
+  EXPECT_EQ(a.peak_pool_bytes, b.peak_pool_bytes);
+  EXPECT_EQ(a.num_invalid_frees, b.num_invalid_frees);
+  EXPECT_EQ(a.num_invalid_requests, b.num_invalid_requests);
+  EXPECT_EQ(a.num_ooms, b.num_ooms);
+  EXPECT_EQ(a.num_extends, b.num_extends);
+  EXPECT_EQ(a.num_regions_released, b.num_regions_released);
+  EXPECT_EQ(a.num_sub_allocator_rejects, b.num_sub_allocator_rejects);
+  EXPECT_EQ(a.num_retries, b.num_retries);
+  EXPECT_EQ(a.bytes_requested_in_use, b.bytes_requested_in_use);
+  EXPECT_DOUBLE_EQ(a.fragmentation, b.fragmentation);
+}
+
+void ExpectDumpEq(const MemoryDump& a, const MemoryDump& b) {
+  EXPECT_EQ(a.allocator_name, b.allocator_name);
+  EXPECT_EQ(a.limit, b.limit);
+  EXPECT_EQ(a.options.allow_growth, b.options.allow_growth);
+  EXPECT_EQ(a.options.allow_retry_on_failure, b.options.allow_retry_on_failure);
+  EXPECT_EQ(a.options.garbage_collection, b.options.garbage_collection);
+  EXPECT_DOUBLE_EQ(a.options.fragmentation_fraction,
+                   b.options.fragmentation_fraction);
+  EXPECT_DOUBLE_EQ(a.options.retry_timeout_seconds,
+                   b.options.retry_timeout_seconds);
+  EXPECT_EQ(a.options.record_allocation_sites,
+            b.options.record_allocation_sites);
+  ExpectStatsEq(a.stats, b.stats);
+  ASSERT_EQ(a.regions.size(), b.regions.size());
+  for (size_t i = 0; i < a.regions.size(); ++i) {
+    EXPECT_EQ(a.regions[i].base, b.regions[i].base);
+    EXPECT_EQ(a.regions[i].size, b.regions[i].size);
+  }
+  ASSERT_EQ(a.chunks.size(), b.chunks.size());
+  for (size_t i = 0; i < a.chunks.size(); ++i) {
+    const ChunkDump& x = a.chunks[i];
+    const ChunkDump& y = b.chunks[i];
+    EXPECT_EQ(x.address, y.address);
+    EXPECT_EQ(x.size, y.size);
+    EXPECT_EQ(x.requested_size, y.requested_size);
+    EXPECT_EQ(x.in_use, y.in_use);
+    EXPECT_EQ(x.bin, y.bin);
+    EXPECT_EQ(x.allocation_id, y.allocation_id);
+    EXPECT_EQ(x.region, y.region);
+    EXPECT_EQ(x.site, y.site);
+  }
+  ASSERT_EQ(a.bins.size(), b.bins.size());
+  for (size_t i = 0; i < a.bins.size(); ++i) {
+    EXPECT_EQ(a.bins[i].bin, b.bins[i].bin);
+    EXPECT_EQ(a.bins[i].bin_size, b.bins[i].bin_size);
+    EXPECT_EQ(a.bins[i].total_chunks, b.bins[i].total_chunks);
+    EXPECT_EQ(a.bins[i].total_bytes, b.bins[i].total_bytes);
+    EXPECT_EQ(a.bins[i].chunks_in_use, b.bins[i].chunks_in_use);
+    EXPECT_EQ(a.bins[i].bytes_in_use, b.bins[i].bytes_in_use);
+    EXPECT_EQ(a.bins[i].requested_bytes_in_use,
+              b.bins[i].requested_bytes_in_use);
+    EXPECT_EQ(a.bins[i].free_chunks, b.bins[i].free_chunks);
+    EXPECT_EQ(a.bins[i].free_bytes, b.bins[i].free_bytes);
+  }
+}
+
+TEST(MemoryDumpTest, SnapshotDescribesRegionsChunksAndBins) {
+  auto alloc = Make(64 * kMiB);
+  void* a = alloc->AllocateRaw(256, 1000);      // 1024-byte chunk
+  void* b = alloc->AllocateRaw(256, 3 * kKiB);  // 3 KiB
+  void* c = alloc->AllocateRaw(256, 100);       // 256
+  alloc->DeallocateRaw(b);                      // a hole between a and c
+
+  const MemoryDump d = alloc->RecordMemoryMap();
+  EXPECT_EQ(d.allocator_name, "dump");
+  EXPECT_EQ(d.limit, 64 * kMiB);
+  ASSERT_EQ(d.regions.size(), 1u);
+  EXPECT_EQ(d.regions[0].size, 2 * kMiB);
+  // a, hole, c, tail.
+  ASSERT_EQ(d.chunks.size(), 4u);
+  EXPECT_EQ(d.chunks[0].address, reinterpret_cast<uintptr_t>(a));
+  EXPECT_EQ(d.chunks[0].size, 1024u);
+  EXPECT_EQ(d.chunks[0].requested_size, 1000u);
+  EXPECT_TRUE(d.chunks[0].in_use);
+  EXPECT_EQ(d.chunks[0].allocation_id, alloc->AllocationId(a));
+  EXPECT_FALSE(d.chunks[1].in_use);
+  EXPECT_EQ(d.chunks[1].size, 3 * kKiB);
+  EXPECT_EQ(d.chunks[1].bin, 3);  // [2 KiB, 4 KiB)
+  EXPECT_EQ(d.chunks[2].address, reinterpret_cast<uintptr_t>(c));
+  EXPECT_EQ(d.chunks[3].size, 2 * kMiB - 1024 - 3 * kKiB - 256);
+  for (const ChunkDump& ch : d.chunks) {
+    EXPECT_EQ(ch.region, 0);
+    EXPECT_THAT(ch.site, IsEmpty());  // sites are off by default
+  }
+  // Chunks tile the region.
+  uint64_t expected = d.regions[0].base;
+  for (const ChunkDump& ch : d.chunks) {
+    EXPECT_EQ(ch.address, expected);
+    expected += ch.size;
+  }
+  EXPECT_EQ(expected, d.regions[0].base + d.regions[0].size);
+
+  ASSERT_EQ(d.bins.size(), static_cast<size_t>(kNumBins));
+  EXPECT_EQ(d.bins[0].bin_size, 256u);
+  EXPECT_EQ(d.bins[0].chunks_in_use, 1);  // c
+  EXPECT_EQ(d.bins[0].requested_bytes_in_use, 100);
+  EXPECT_EQ(d.bins[2].chunks_in_use, 1);  // a: [1 KiB, 2 KiB)
+  EXPECT_EQ(d.bins[3].free_chunks, 1);
+  EXPECT_EQ(d.bins[3].free_bytes, static_cast<int64_t>(3 * kKiB));
+  int64_t total = 0;
+  for (const BinDump& bin : d.bins) total += bin.total_bytes;
+  EXPECT_EQ(total, static_cast<int64_t>(d.PoolBytes()));
+
+  EXPECT_EQ(d.stats.bytes_in_use, 1024 + 256);
+  EXPECT_EQ(d.stats.bytes_requested_in_use, 1100);
+  EXPECT_EQ(d.NumChunksInUse(), 2u);
+  EXPECT_EQ(d.LargestFreeChunk(), d.chunks[3].size);
+  alloc->DeallocateRaw(a);
+  alloc->DeallocateRaw(c);
+}
+
+TEST(MemoryDumpTest, JsonRoundTripsEveryField) {
+  Allocator::Options o = NoRetry();
+  o.record_allocation_sites = true;
+  o.garbage_collection = true;
+  o.fragmentation_fraction = 0.25;
+  auto alloc = Make(64 * kMiB, o, "json \"quoted\" <name>");
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 50; ++i)
+    ptrs.push_back(alloc->AllocateRaw(256, 300 * i + 1));
+  for (int i = 0; i < 50; i += 3) alloc->DeallocateRaw(ptrs[i]);
+  EXPECT_EQ(alloc->AllocateRaw(256, 1 << 30), nullptr);  // an OOM counted
+
+  const MemoryDump d = alloc->RecordMemoryMap();
+  ASSERT_GT(d.chunks.size(), 30u);
+  EXPECT_EQ(d.stats.num_ooms, 1);
+  for (int indent : {-1, 2}) {
+    const std::string json = MemoryDumpToJson(d, indent);
+    absl::StatusOr<MemoryDump> back = MemoryDumpFromJson(json);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectDumpEq(d, *back);
+    EXPECT_EQ(MemoryDumpToJson(*back, indent), json);
+  }
+  for (int i = 0; i < 50; ++i) {
+    if (i % 3 != 0) alloc->DeallocateRaw(ptrs[i]);
+  }
+}
+
+TEST(MemoryDumpTest, StatsJsonRoundTripsIncludingUnsetOptionals) {
+  AllocatorStats s;
+  s.num_allocs = 7;
+  s.bytes_in_use = 1 << 20;
+  s.pool_bytes = 4 << 20;
+  s.num_retries = 3;
+  s.bytes_requested_in_use = 1000;
+  s.fragmentation = 0.375;
+  absl::StatusOr<AllocatorStats> back =
+      AllocatorStatsFromJson(AllocatorStatsToJson(s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectStatsEq(s, *back);
+  EXPECT_FALSE(back->bytes_limit.has_value());
+  EXPECT_FALSE(back->peak_pool_bytes.has_value());
+}
+
+TEST(MemoryDumpTest, MalformedJsonIsAnErrorNotACrash) {
+  auto alloc = Make(64 * kMiB);
+  void* p = alloc->AllocateRaw(256, 1000);
+  const std::string good = MemoryDumpToJson(alloc->RecordMemoryMap());
+  for (const std::string& bad :
+       {std::string(""), std::string("{"), std::string("[]"),
+        std::string("{\"format\": \"something else\"}"),
+        good.substr(0, good.size() / 2)}) {
+    absl::StatusOr<MemoryDump> d = MemoryDumpFromJson(bad);
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  // A chunk naming a region that does not exist.
+  std::string broken = good;
+  const size_t at = broken.find("\"region\":0");
+  ASSERT_NE(at, std::string::npos) << good.substr(0, 2000);
+  broken.replace(at, 10, "\"region\":9");
+  EXPECT_FALSE(MemoryDumpFromJson(broken).ok());
+  EXPECT_FALSE(AllocatorStatsFromJson("{\"num_allocs\": \"x\"}").ok());
+  alloc->DeallocateRaw(p);
+}
+
+TEST(MemoryDumpTest, RequestedBytesAndFragmentationStats) {
+  auto alloc = Make(64 * kMiB);
+  void* a = alloc->AllocateRaw(256, 1000);
+  void* b = alloc->AllocateRaw(256, 64 * kKiB);
+  void* c = alloc->AllocateRaw(256, 1);
+  AllocatorStats s = *alloc->GetStats();
+  EXPECT_EQ(s.bytes_requested_in_use, 1000 + 64 * 1024 + 1);
+  EXPECT_EQ(s.bytes_in_use, 1024 + 64 * 1024 + 256);
+  // The free tail is one chunk: no external fragmentation.
+  EXPECT_DOUBLE_EQ(s.fragmentation, 0.0);
+
+  alloc->DeallocateRaw(b);  // a 64 KiB hole before c, apart from the tail
+  s = *alloc->GetStats();
+  EXPECT_EQ(s.bytes_requested_in_use, 1001);
+  const double free_bytes = static_cast<double>(*s.pool_bytes - s.bytes_in_use);
+  EXPECT_DOUBLE_EQ(s.fragmentation, 64.0 * 1024 / free_bytes);
+  EXPECT_TRUE(alloc->Validate().ok());
+  alloc->DeallocateRaw(a);
+  alloc->DeallocateRaw(c);
+  s = *alloc->GetStats();
+  EXPECT_EQ(s.bytes_requested_in_use, 0);
+  EXPECT_DOUBLE_EQ(s.fragmentation, 0.0);
+  EXPECT_THAT(s.DebugString(), HasSubstr("Fragmentation:"));
+}
+
+TEST(MemoryDumpTest, ResetPeakStatsKeepsCounters) {
+  auto alloc = Make(64 * kMiB);
+  void* big = alloc->AllocateRaw(256, 8 * kMiB);
+  void* small = alloc->AllocateRaw(256, kKiB);
+  alloc->DeallocateRaw(big);
+  AllocatorStats before = *alloc->GetStats();
+  ASSERT_GT(before.peak_bytes_in_use, before.bytes_in_use);
+  alloc->ResetPeakStats();
+  AllocatorStats after = *alloc->GetStats();
+  EXPECT_EQ(after.peak_bytes_in_use, after.bytes_in_use);
+  EXPECT_EQ(after.peak_pool_bytes, after.pool_bytes);
+  EXPECT_EQ(after.num_allocs, before.num_allocs);  // ClearStats resets it
+  EXPECT_EQ(after.largest_alloc_size, before.largest_alloc_size);
+  alloc->DeallocateRaw(small);
+}
+
+TEST(MemoryDumpTest, RetriesAreCounted) {
+  Allocator::Options o;
+  o.allow_retry_on_failure = true;
+  o.retry_timeout = absl::Seconds(5);
+  auto alloc = Make(4 * kMiB, o);
+  void* hog = alloc->AllocateRaw(256, 3 * kMiB);
+  ASSERT_NE(hog, nullptr);
+  std::thread freer([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    alloc->DeallocateRaw(hog);
+  });
+  void* p = alloc->AllocateRaw(256, 3 * kMiB);  // waits for the free
+  freer.join();
+  EXPECT_NE(p, nullptr);
+  EXPECT_GE(alloc->GetStats()->num_retries, 1);
+  EXPECT_EQ(alloc->GetStats()->num_ooms, 0);
+  alloc->DeallocateRaw(p);
+}
+
+TEST(MemoryDumpTest, OomLogsTheMemoryDump) {
+  LogCapture log;
+  auto alloc = Make(4 * kMiB);
+  void* a = alloc->AllocateRaw(256, 3 * kMiB);
+  EXPECT_EQ(alloc->AllocateRaw(256, 2 * kMiB), nullptr);
+  EXPECT_TRUE(
+      log.Contains("BFCAllocator dump for dump", LogSeverity::kWarning));
+  EXPECT_TRUE(log.Contains("Bin (256): \tTotal Chunks:"));
+  EXPECT_TRUE(log.Contains("Summary of in-use Chunks by size"));
+  EXPECT_TRUE(log.Contains("Largest live allocations (1 of 1)"));
+  EXPECT_TRUE(log.Contains("record_allocation_sites"));  // the hint
+  EXPECT_EQ(alloc->GetStats()->num_ooms, 1);
+  alloc->DeallocateRaw(a);
+}
+
+TEST(MemoryDumpTest, MemoryLogCapsChunkLines) {
+  auto alloc = Make(64 * kMiB);
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 40; ++i) ptrs.push_back(alloc->AllocateRaw(256, 256));
+  const MemoryDump d = alloc->RecordMemoryMap();
+  const std::string text = FormatMemoryLog(d, 4096, /*max_chunk_lines=*/10);
+  EXPECT_THAT(text, HasSubstr("... 31 more chunks not listed"));
+  EXPECT_THAT(text, HasSubstr("40 Chunks of size 256 totalling 10.00 KiB"));
+  EXPECT_THAT(text, HasSubstr("Bin for 4.00 KiB was 4.00 KiB"));
+  for (void* p : ptrs) alloc->DeallocateRaw(p);
+}
+
+TEST(MemoryDumpTest, MemorySummaryIsATable) {
+  auto alloc = Make(64 * kMiB);
+  void* a = alloc->AllocateRaw(256, 1536 * kKiB);
+  const std::string summary = alloc->MemorySummary();
+  EXPECT_THAT(summary, HasSubstr("bfc memory summary: allocator 'dump'"));
+  EXPECT_THAT(summary, HasSubstr("Allocated (in-use chunks)"));
+  EXPECT_THAT(summary, HasSubstr("1.50 MiB"));
+  EXPECT_THAT(summary, HasSubstr("External fragmentation"));
+  // Every line is a table row of the same width.
+  size_t start = 0;
+  while (start < summary.size()) {
+    const size_t end = summary.find('\n', start);
+    EXPECT_EQ(end - start, 75u) << summary.substr(start, end - start);
+    start = end + 1;
+  }
+  alloc->DeallocateRaw(a);
+}
+
+ABSL_ATTRIBUTE_NOINLINE void* AllocateFromHere(Allocator& alloc, size_t n) {
+  void* p = alloc.AllocateRaw(256, n);
+  // Keeps the call from being a tail call, so this frame stays on the stack.
+  ABSL_ATTRIBUTE_UNUSED volatile int keep = 0;
+  return p;
+}
+
+TEST(MemoryDumpTest, AllocationSitesNameTheCaller) {
+  Allocator::Options o = NoRetry();
+  o.record_allocation_sites = true;
+  auto alloc = Make(64 * kMiB, o);
+  void* small = AllocateFromHere(*alloc, 1000);
+  void* large = AllocateFromHere(*alloc, 100 * kKiB);
+  void* gone = AllocateFromHere(*alloc, 10);
+  alloc->DeallocateRaw(gone);
+  EXPECT_TRUE(alloc->Validate().ok());
+
+  std::vector<OutstandingAllocation> live = alloc->OutstandingAllocations();
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0].address, reinterpret_cast<uintptr_t>(large));  // largest
+  EXPECT_EQ(live[1].address, reinterpret_cast<uintptr_t>(small));
+  for (const OutstandingAllocation& a : live) {
+    ASSERT_FALSE(a.site.empty());
+    EXPECT_THAT(a.site[0], HasSubstr("AllocateFromHere"));
+    EXPECT_THAT(a.site, Not(Contains(HasSubstr("bfc::Allocator::"))));
+  }
+  const MemoryDump d = alloc->RecordMemoryMap();
+  EXPECT_TRUE(d.options.record_allocation_sites);
+  for (const ChunkDump& c : d.chunks) {
+    if (c.in_use) {
+      ASSERT_FALSE(c.site.empty());
+      EXPECT_THAT(c.site[0], HasSubstr("AllocateFromHere"));
+    } else {
+      EXPECT_THAT(c.site, IsEmpty());
+    }
+  }
+  // The leak report names the site.
+  LogCapture log;
+  alloc.reset();
+  EXPECT_TRUE(
+      log.Contains("2 outstanding allocation(s)", LogSeverity::kWarning));
+  EXPECT_TRUE(log.Contains("at bfc::(anonymous namespace)::AllocateFromHere"));
+}
+
+TEST(MemoryDumpTest, WithoutSitesNothingIsRecorded) {
+  auto alloc = Make(64 * kMiB);
+  void* p = AllocateFromHere(*alloc, 1000);
+  std::vector<OutstandingAllocation> live = alloc->OutstandingAllocations();
+  ASSERT_EQ(live.size(), 1u);
+  EXPECT_THAT(live[0].site, IsEmpty());
+  EXPECT_EQ(live[0].requested_size, 1000u);
+  EXPECT_EQ(live[0].size, 1024u);
+  EXPECT_EQ(live[0].allocation_id, alloc->AllocationId(p));
+  LogCapture log;
+  alloc.reset();
+  EXPECT_TRUE(log.Contains("Largest live allocations (1 of 1)"));
+  EXPECT_TRUE(log.Contains("record_allocation_sites"));
+}
+
+TEST(MemoryDumpTest, HumanReadableBytes) {
+  EXPECT_EQ(HumanReadableBytes(0), "0 B");
+  EXPECT_EQ(HumanReadableBytes(1023), "1023 B");
+  EXPECT_EQ(HumanReadableBytes(1536), "1.50 KiB");
+  EXPECT_EQ(HumanReadableBytes(uint64_t{3} << 30), "3.00 GiB");
+}
+
+}  // namespace
+}  // namespace bfc

@@ -1,0 +1,174 @@
+// File: tests/replay_report_test.cc
+// BuildReplayReport on a bundled trace: the timeline, the peak and end
+// snapshots, the JSON round trip and the self-contained HTML page.
+#include "bfc/replay_report.h"
+
+#include <memory>
+#include <string>
+
+#include "bfc/virtual_sub_allocator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bfc {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr size_t kGiB = size_t{1} << 30;
+
+CompiledTrace Load(const std::string& name) {
+  absl::StatusOr<Trace> trace =
+      ReadTrace(std::string(BFC_TEST_DATA_DIR) + "/" + name);
+  EXPECT_TRUE(trace.ok()) << trace.status();
+  absl::StatusOr<CompiledTrace> compiled = CompileTrace(*trace);
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  return *std::move(compiled);
+}
+
+std::unique_ptr<Allocator> MakeAllocator() {
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  return std::make_unique<Allocator>(
+      std::make_unique<VirtualSubAllocator>(16 * kGiB), 16 * kGiB, "report", o);
+}
+
+class ReplayReportTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    trace_ = new CompiledTrace(Load("resnet18-train.csv"));
+    size_t calls = 0;
+    ReplayReportOptions options;
+    options.progress = [&](size_t done, size_t total) {
+      EXPECT_LE(done, total);
+      ++calls;
+      progress_total_ = total;
+    };
+    absl::StatusOr<ReplayReport> r =
+        BuildReplayReport(*trace_, MakeAllocator, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    report_ = new ReplayReport(*std::move(r));
+    progress_calls_ = calls;
+  }
+  static void TearDownTestSuite() {
+    delete report_;
+    delete trace_;
+  }
+  static CompiledTrace* trace_;
+  static ReplayReport* report_;
+  static size_t progress_calls_;
+  static size_t progress_total_;
+};
+CompiledTrace* ReplayReportTest::trace_ = nullptr;
+ReplayReport* ReplayReportTest::report_ = nullptr;
+size_t ReplayReportTest::progress_calls_ = 0;
+size_t ReplayReportTest::progress_total_ = 0;
+
+TEST_F(ReplayReportTest, TimelineHasOneSamplePerOp) {
+  const ReplayTimeline& t = report_->timeline;
+  ASSERT_EQ(t.size(), trace_->ops.size());
+  EXPECT_EQ(t.live_bytes.size(), t.size());
+  EXPECT_EQ(t.fragmentation.size(), t.size());
+  int64_t peak_live = 0, peak_in_use = 0, peak_pool = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    EXPECT_EQ(t.event_index[i], trace_->ops[i].event_index);
+    EXPECT_LE(t.live_bytes[i], t.in_use_bytes[i]);
+    EXPECT_LE(t.in_use_bytes[i], t.pool_bytes[i]);
+    EXPECT_GE(t.fragmentation[i], 0.0);
+    EXPECT_LT(t.fragmentation[i], 1.0);
+    peak_live = std::max(peak_live, t.live_bytes[i]);
+    peak_in_use = std::max(peak_in_use, t.in_use_bytes[i]);
+    peak_pool = std::max(peak_pool, t.pool_bytes[i]);
+  }
+  // The timeline agrees with the replay's own summary.
+  EXPECT_EQ(static_cast<size_t>(peak_live), report_->summary.peak_live_bytes);
+  EXPECT_EQ(peak_in_use, report_->summary.peak_bytes_in_use);
+  EXPECT_EQ(peak_pool, report_->summary.peak_pool_bytes);
+  EXPECT_GE(progress_calls_, 2u);
+  EXPECT_EQ(progress_total_, 2 * trace_->ops.size());
+}
+
+TEST_F(ReplayReportTest, SnapshotsAreAtThePeakAndTheEnd) {
+  ASSERT_EQ(report_->snapshots.size(), 2u);
+  const ReplaySnapshot& peak = report_->snapshots[0];
+  const ReplaySnapshot& end = report_->snapshots[1];
+  EXPECT_EQ(peak.label, "peak");
+  EXPECT_EQ(end.label, "end");
+  EXPECT_EQ(peak.dump.stats.bytes_in_use, report_->summary.peak_bytes_in_use);
+  EXPECT_EQ(report_->timeline.in_use_bytes[peak.op_index],
+            report_->summary.peak_bytes_in_use);
+  EXPECT_EQ(end.op_index, trace_->ops.size() - 1);
+  EXPECT_EQ(end.dump.stats.pool_bytes.value_or(-1),
+            report_->summary.pool_bytes_at_end);
+  EXPECT_EQ(static_cast<size_t>(end.dump.NumChunksInUse()),
+            report_->summary.live_at_end);
+  // The peak map shows what the peak stats say.
+  uint64_t in_use = 0;
+  for (const ChunkDump& c : peak.dump.chunks) {
+    if (c.in_use) in_use += c.size;
+  }
+  EXPECT_EQ(in_use, static_cast<uint64_t>(peak.dump.stats.bytes_in_use));
+}
+
+TEST_F(ReplayReportTest, JsonRoundTrips) {
+  const std::string json = ReplayReportToJson(*report_);
+  absl::StatusOr<ReplayReport> back = ReplayReportFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->trace_name, report_->trace_name);
+  EXPECT_EQ(back->summary.peak_pool_bytes, report_->summary.peak_pool_bytes);
+  EXPECT_EQ(back->summary.events, report_->summary.events);
+  EXPECT_DOUBLE_EQ(back->summary.footprint_ratio,
+                   report_->summary.footprint_ratio);
+  EXPECT_EQ(back->timeline.pool_bytes, report_->timeline.pool_bytes);
+  EXPECT_EQ(back->timeline.live_bytes, report_->timeline.live_bytes);
+  EXPECT_EQ(back->timeline.fragmentation, report_->timeline.fragmentation);
+  ASSERT_EQ(back->snapshots.size(), 2u);
+  EXPECT_EQ(back->snapshots[0].dump.chunks.size(),
+            report_->snapshots[0].dump.chunks.size());
+  // Serializing what was read gives the same text: nothing was lost.
+  EXPECT_EQ(ReplayReportToJson(*back), json);
+
+  EXPECT_FALSE(ReplayReportFromJson("{}").ok());
+  EXPECT_FALSE(ReplayReportFromJson(json.substr(0, json.size() - 2)).ok());
+  std::string other = json;
+  other.replace(other.find("bfc-replay-report"), 17, "bfc-replay-rep0rt");
+  EXPECT_FALSE(ReplayReportFromJson(other).ok());
+}
+
+TEST_F(ReplayReportTest, HtmlIsSelfContained) {
+  const std::string html = RenderReplayReportHtml(*report_);
+  EXPECT_THAT(html, HasSubstr("<!DOCTYPE html>"));
+  EXPECT_THAT(html, Not(HasSubstr("/*BFC_REPORT_JSON*/")));  // data went in
+  EXPECT_THAT(html, HasSubstr("\"format\":\"bfc-replay-report\""));
+  // No network: no external scripts, styles, images or fetches.
+  EXPECT_THAT(html, Not(HasSubstr("<script src")));
+  EXPECT_THAT(html, Not(HasSubstr("<link")));
+  EXPECT_THAT(html, Not(HasSubstr("http://")));
+  EXPECT_THAT(html, Not(HasSubstr("https://")));
+  EXPECT_THAT(html, Not(HasSubstr("fetch(")));
+}
+
+TEST(ReplayReportHtmlTest, ScriptEndTagsInDataAreEscaped) {
+  ReplayReport r;
+  r.trace_name = "</script><script>alert(1)</script>";
+  r.snapshots.resize(2);
+  const std::string html = RenderReplayReportHtml(r);
+  EXPECT_THAT(html, Not(HasSubstr("</script><script>alert")));
+  EXPECT_THAT(html, HasSubstr("<\\/script><script>alert(1)<\\/script>"));
+}
+
+TEST(ReplayReportEmptyTest, EmptyTraceGivesEmptyTimeline) {
+  CompiledTrace empty;
+  empty.name = "empty";
+  absl::StatusOr<ReplayReport> r = BuildReplayReport(empty, MakeAllocator);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->timeline.size(), 0u);
+  EXPECT_EQ(r->snapshots.size(), 2u);
+  EXPECT_FALSE(BuildReplayReport(empty, [] {
+                 return std::unique_ptr<Allocator>();
+               }).ok());
+}
+
+}  // namespace
+}  // namespace bfc
