@@ -593,6 +593,9 @@ int bfc_get_stats(int device, bfc_stats* out) {
     c.num_extends = s->num_extends;
     c.num_regions_released = s->num_regions_released;
     c.num_sub_allocator_rejects = s->num_sub_allocator_rejects;
+    c.num_retries = s->num_retries;
+    c.bytes_requested_in_use = s->bytes_requested_in_use;
+    c.fragmentation = s->fragmentation;
     *out = c;
     return 0;
   });
@@ -608,7 +611,7 @@ int bfc_reset_peak_stats(int device) {
                                     device, error));
       return -1;
     }
-    a->ClearStats();
+    a->ResetPeakStats();
     return 0;
   });
 }

@@ -107,6 +107,9 @@ typedef struct bfc_stats {
   int64_t num_extends;
   int64_t num_regions_released;
   int64_t num_sub_allocator_rejects;
+  int64_t num_retries;
+  int64_t bytes_requested_in_use;
+  double fragmentation; /* (free - largest free chunk) / free, in [0, 1] */
 } bfc_stats;
 
 /* --- PyTorch: CUDAPluggableAllocator ------------------------------------ */
@@ -145,8 +148,9 @@ BFC_C_API size_t bfc_empty_cache(int device);
  * NULL `out`, a bad device, or an allocator that cannot be created. Creates
  * the device's allocator if needed. */
 BFC_C_API int bfc_get_stats(int device, bfc_stats* out);
-/* bfc::Allocator::ClearStats(): peak_bytes_in_use := bytes_in_use,
- * num_allocs := 0, largest_alloc_size := 0. Returns 0 or -1. */
+/* bfc::Allocator::ResetPeakStats(): the peaks (bytes in use, pool bytes)
+ * restart from the current values; counters are kept (PyTorch's
+ * reset_peak_memory_stats). Returns 0 or -1. */
 BFC_C_API int bfc_reset_peak_stats(int device);
 /* The message of the last failure on the calling thread, or "" if none. The
  * pointer stays valid until the thread's next failing call. */
