@@ -9,7 +9,9 @@
 #ifndef BFC_TESTS_TESTING_FAKE_SUB_ALLOCATOR_H_
 #define BFC_TESTS_TESTING_FAKE_SUB_ALLOCATOR_H_
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -30,6 +32,11 @@ struct SubAllocatorJournal {
   std::vector<void*> alloc_results;  // nullptr for failed calls
   std::vector<std::pair<void*, size_t>> frees;
   size_t bytes_outstanding = 0;  // handed out and not freed
+  // Free calls whose (ptr, size) the backing VirtualSubAllocator did not
+  // accept: the allocator broke the Free contract.
+  size_t invalid_frees = 0;
+  // Calls for which a misbehaviour was injected.
+  size_t misaligned = 0, shortened = 0, overlapping = 0, lengthened = 0;
 };
 
 class FakeSubAllocator : public SubAllocator {
@@ -46,6 +53,14 @@ class FakeSubAllocator : public SubAllocator {
     // true: hand out memory shifted off alignment, or report fewer bytes.
     std::function<bool(size_t call)> misalign_if;
     std::function<bool(size_t call)> short_if;
+    // Return, instead of fresh memory, an address inside a block handed out
+    // earlier and not yet freed (its middle, aligned as asked), reporting
+    // num_bytes received. Nothing is taken from the backing range, so such a
+    // block's Free is only journaled. No earlier live block: a normal call.
+    std::function<bool(size_t call)> overlap_if;
+    // Report (and really hand out) `long_extra_bytes` more than asked.
+    std::function<bool(size_t call)> long_if;
+    size_t long_extra_bytes = 1024;
   };
 
   explicit FakeSubAllocator(Options options,
@@ -66,16 +81,34 @@ class FakeSubAllocator : public SubAllocator {
     journal_->alloc_alignments.push_back(alignment);
     void* p = nullptr;
     if (!(options_.fail_if && options_.fail_if(call, num_bytes))) {
-      p = virtual_.Alloc(alignment, num_bytes, bytes_received);
+      if (options_.overlap_if && options_.overlap_if(call) && !live_.empty()) {
+        p = OverlappingAddress(alignment);
+        if (p != nullptr) {
+          ++journal_->overlapping;
+          overlapping_.push_back(p);
+          *bytes_received = num_bytes;
+          journal_->bytes_outstanding += num_bytes;
+          journal_->alloc_results.push_back(p);
+          return p;
+        }
+      }
+      const bool lengthen = options_.long_if && options_.long_if(call);
+      p = virtual_.Alloc(
+          alignment, lengthen ? num_bytes + options_.long_extra_bytes : num_bytes,
+          bytes_received);
+      if (p != nullptr && lengthen) ++journal_->lengthened;
     }
     if (p != nullptr) {
       journal_->bytes_outstanding += *bytes_received;
+      live_.emplace_back(reinterpret_cast<uintptr_t>(p), *bytes_received);
       if (options_.short_if && options_.short_if(call)) {
+        ++journal_->shortened;
         short_sizes_.emplace_back(p, *bytes_received);
         *bytes_received = num_bytes / 2;
       }
       if (options_.misalign_if && options_.misalign_if(call)) {
         // Remember the true block so Free can give it back.
+        ++journal_->misaligned;
         shifted_.emplace_back(static_cast<char*>(p) + 64, p);
         p = static_cast<char*>(p) + 64;
       }
@@ -86,6 +119,15 @@ class FakeSubAllocator : public SubAllocator {
 
   void Free(void* ptr, size_t num_bytes) override {
     journal_->frees.emplace_back(ptr, num_bytes);
+    for (size_t i = 0; i < overlapping_.size(); ++i) {
+      if (overlapping_[i] == ptr) {
+        // Never taken from the backing range: only the accounting changes.
+        overlapping_.erase(overlapping_.begin() + i);
+        journal_->bytes_outstanding -=
+            std::min(journal_->bytes_outstanding, num_bytes);
+        return;
+      }
+    }
     for (size_t i = 0; i < shifted_.size(); ++i) {
       if (shifted_[i].first == ptr) {
         ptr = shifted_[i].second;
@@ -104,7 +146,18 @@ class FakeSubAllocator : public SubAllocator {
     }
     journal_->bytes_outstanding -=
         std::min(journal_->bytes_outstanding, true_size);
+    // Forget the live blocks inside the freed range (a union, when
+    // coalescing).
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(ptr);
+    live_.erase(std::remove_if(live_.begin(), live_.end(),
+                               [&](const std::pair<uintptr_t, size_t>& b) {
+                                 return b.first >= lo &&
+                                        b.first < lo + true_size;
+                               }),
+                live_.end());
+    const size_t invalid_before = virtual_.invalid_frees();
     virtual_.Free(ptr, true_size);
+    journal_->invalid_frees += virtual_.invalid_frees() - invalid_before;
   }
 
   bool SupportsCoalescing() const override {
@@ -113,13 +166,31 @@ class FakeSubAllocator : public SubAllocator {
   MemoryType GetMemoryType() const override { return MemoryType::kDevice; }
 
   const VirtualSubAllocator& backing() const { return virtual_; }
+  // Blocks really taken from the backing range and not yet freed:
+  // (true base, true size), in call order.
+  const std::vector<std::pair<uintptr_t, size_t>>& live_blocks() const {
+    return live_;
+  }
 
  private:
+  // The middle of the most recent live block, aligned down to `alignment`
+  // but not below its base; nullptr when alignment cannot be met inside it.
+  void* OverlappingAddress(size_t alignment) const {
+    const auto& [base, size] = live_.back();
+    const size_t a = std::max<size_t>(alignment, 256);
+    uintptr_t mid = (base + size / 2) & ~(static_cast<uintptr_t>(a) - 1);
+    if (mid < base) mid = base;
+    if (mid % a != 0 || mid >= base + size) return nullptr;
+    return reinterpret_cast<void*>(mid);
+  }
+
   Options options_;
   std::shared_ptr<SubAllocatorJournal> journal_;
   VirtualSubAllocator virtual_;
   std::vector<std::pair<void*, void*>> shifted_;       // (shifted, true base)
   std::vector<std::pair<void*, size_t>> short_sizes_;  // (base, true size)
+  std::vector<std::pair<uintptr_t, size_t>> live_;     // real blocks out
+  std::vector<void*> overlapping_;                     // fake blocks out
 };
 
 // Captures everything logged while alive; restores the previous sink after.

@@ -1,0 +1,554 @@
+// File: tests/fuzz/harness.h
+// -----------------------------------------------------------------------------
+//
+// The allocator fuzzing harness, shared by the libFuzzer target
+// (allocator_fuzzer.cc, clang) and a deterministic randomized GoogleTest
+// (fuzz_harness_test.cc, any compiler), which also replays the committed seed
+// corpus and every crash input in regressions/.
+//
+// Input format (bytes; reading past the end yields zeros):
+//   byte 0  configuration: bit 0 growth, bit 1 garbage collection, bit 2
+//           coalescing sub-allocator, bit 3 retry (timeout 0), bits 4-6 the
+//           limit (kLimits), bit 7 a 4 KiB gap between sub-allocator blocks
+//   byte 1  sub-allocator faults: bits 5-7 the mode (0-3 none, 4 fail calls
+//           by a bit pattern, 5 misalign, 6 short, 7 overlap or long), bits
+//           0-4 which calls
+//   byte 2  fragmentation_fraction (0: default; else byte/255)
+//   then operations, one opcode byte each followed by its arguments.
+//
+// After every operation the harness checks Validate() and a shadow model:
+// live pointers never overlap, each lies in memory the sub-allocator handed
+// out and still holds, is aligned as asked, and has the requested/allocated
+// sizes and id the allocator reports; the stats equal the model's sums and
+// counters; refused sub-allocator memory was given back. A broken promise is
+// reported through `fail` and ends the run.
+#ifndef BFC_TESTS_FUZZ_HARNESS_H_
+#define BFC_TESTS_FUZZ_HARNESS_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/allocator.h"
+#include "bfc/internal/bin.h"
+#include "bfc/log.h"
+#include "testing/fake_sub_allocator.h"
+
+namespace bfc::fuzz {
+
+inline constexpr size_t kMaxOpsPerInput = 4096;
+inline constexpr size_t kLimits[8] = {100,
+                                      4 << 10,
+                                      (64 << 10) + 768,
+                                      1 << 20,
+                                      (3 << 20) + 256,
+                                      8 << 20,
+                                      64 << 20,
+                                      size_t{1} << 30};
+
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  bool done() const { return pos_ >= size_; }
+  uint8_t u8() { return pos_ < size_ ? data_[pos_++] : 0; }
+  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
+  uint32_t u32() { return u16() | (static_cast<uint32_t>(u16()) << 16); }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+// Error lines logged by the library while a harness runs (the sink is
+// process-wide; the harness is single-threaded).
+inline int64_t& LoggedErrors() {
+  static int64_t n = 0;
+  return n;
+}
+
+class Harness {
+ public:
+  using FailFn = std::function<void(const std::string&)>;
+
+  Harness(const uint8_t* data, size_t size, FailFn fail)
+      : in_(data, size), fail_(std::move(fail)) {}
+
+  // Runs every operation; returns how many ran (stops at the first failure).
+  size_t Run() {
+    static const bool sink_installed = [] {
+      SetLogSink([](LogSeverity s, std::string_view) {
+        if (s == LogSeverity::kError) ++LoggedErrors();
+      });
+      return true;
+    }();
+    (void)sink_installed;
+    Configure();
+    size_t ops = 0;
+    while (!in_.done() && ops < kMaxOpsPerInput && !failed_) {
+      Step();
+      ++ops;
+      if (!failed_) CheckModel();
+    }
+    if (!failed_) Teardown();
+    return ops;
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  struct Live {
+    size_t requested;
+    size_t allocated;
+    size_t alignment;
+    int64_t id;
+  };
+
+  void Fail(const std::string& what) {
+    if (failed_) return;
+    failed_ = true;
+    fail_(absl::StrCat("after op ", op_index_, " (", last_op_, "): ", what,
+                       "\nconfig: ", config_));
+  }
+
+  void Configure() {
+    const uint8_t c = in_.u8();
+    const uint8_t faults = in_.u8();
+    const uint8_t frag = in_.u8();
+    limit_ = kLimits[(c >> 4) & 7];
+    Allocator::Options o;
+    o.allow_growth = c & 1;
+    o.garbage_collection = c & 2;
+    o.allow_retry_on_failure = c & 8;
+    o.retry_timeout = absl::ZeroDuration();
+    o.fragmentation_fraction = frag == 0 ? 0.0 : frag / 255.0;
+    o.max_oom_logs = 2;
+    testing::FakeSubAllocator::Options f;
+    f.supports_coalescing = c & 4;
+    f.gap_bytes = (c & 128) ? 4096 : 0;
+    f.capacity = std::max<size_t>(4 * limit_, size_t{64} << 20);
+    const unsigned mode = faults >> 5;
+    const unsigned which = faults & 31;
+    faulty_ = mode >= 4;
+    switch (mode) {
+      case 4:
+        f.fail_if = [which](size_t call, size_t) {
+          return (which >> (call % 5)) & 1;
+        };
+        break;
+      case 5: f.misalign_if = [which](size_t call) { return call % 8 == (which & 7); }; break;
+      case 6: f.short_if = [which](size_t call) { return call % 8 == (which & 7); }; break;
+      case 7:
+        if (which & 16) {
+          f.long_if = [which](size_t call) { return call % 4 == (which & 3); };
+        } else {
+          f.overlap_if = [which](size_t call) { return call % 8 == (which & 7); };
+        }
+        break;
+      default: break;
+    }
+    config_ = absl::StrFormat(
+        "limit %d growth %d gc %d coalescing %d retry %d gap %d faults %d/%d "
+        "frag %d",
+        limit_, o.allow_growth, o.garbage_collection, f.supports_coalescing,
+        o.allow_retry_on_failure, f.gap_bytes, mode, which, frag);
+    gc_ = o.garbage_collection;
+    journal_ = std::make_shared<testing::SubAllocatorJournal>();
+    auto sub = std::make_unique<testing::FakeSubAllocator>(f, journal_);
+    fake_ = sub.get();
+    alloc_ = std::make_unique<Allocator>(std::move(sub), limit_, "fuzz", o);
+  }
+
+  size_t PickSize() {
+    const uint8_t cls = in_.u8();
+    const uint32_t r = in_.u32();
+    switch (cls % 8) {
+      case 0:
+      case 1:
+      case 2: return 1 + r % 4096;
+      case 3: return 1 + r % (256 << 10);
+      case 4: return 1 + r % (4 << 20);
+      case 5: {
+        const size_t l = limit_;
+        const size_t choices[] = {l / 8, l / 4, l / 2, l > 256 ? l - 256 : 1,
+                                  l, l + 1, 2 * l, 256};
+        return std::max<size_t>(choices[r % 8], 1);
+      }
+      case 6: return 256 * (1 + r % 64);
+      default: {
+        const size_t m = internal::kMaxRoundableBytes;
+        const size_t choices[] = {SIZE_MAX,      SIZE_MAX - 254, m,
+                                  m + 1,         size_t{1} << 63,
+                                  0,             SIZE_MAX / 2,   m - 255};
+        return choices[r % 8];
+      }
+    }
+  }
+
+  size_t PickAlignment() {
+    const uint8_t b = in_.u8();
+    if (b < 128) return 256;
+    if (b < 240) return size_t{1} << (b % 23);
+    const size_t bad[] = {0, 3, 48, size_t{1} << 40, size_t{1} << 63,
+                          SIZE_MAX, 768, 257};
+    return bad[b % 8];
+  }
+
+  static bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+  enum class Expect { kZero, kInvalid, kMaybe };
+  Expect Classify(size_t alignment, size_t n) const {
+    if (n == 0) return Expect::kZero;
+    if (!IsPowerOfTwo(alignment)) return Expect::kInvalid;
+    if (n > internal::kMaxRoundableBytes) return Expect::kInvalid;
+    const size_t rounded = internal::RoundedBytes(n);
+    if (alignment > 256) {
+      if (alignment > limit_) return Expect::kInvalid;
+      if (rounded > SIZE_MAX - (alignment - 256)) return Expect::kInvalid;
+    }
+    return Expect::kMaybe;
+  }
+
+  void DoAllocate() {
+    const size_t n = PickSize();
+    const size_t alignment = PickAlignment();
+    const uint8_t how = in_.u8();
+    const bool status_call = how & 1;
+    AllocationAttributes attr;
+    attr.retry_on_failure = how & 2;
+    last_op_ = absl::StrFormat("allocate %d bytes, alignment %d, %s", n,
+                               alignment, status_call ? "status" : "raw");
+    const Expect e = Classify(alignment, n);
+    const bool empty_before = live_.empty();
+    void* p = nullptr;
+    if (status_call) {
+      absl::StatusOr<void*> r = alloc_->Allocate(n, alignment, attr);
+      if (r.ok()) {
+        p = *r;
+        if (p == nullptr) return Fail("Allocate returned OK with nullptr");
+      } else {
+        const absl::StatusCode want = e == Expect::kMaybe
+                                          ? absl::StatusCode::kResourceExhausted
+                                          : absl::StatusCode::kInvalidArgument;
+        if (r.status().code() != want) {
+          return Fail(absl::StrCat("Allocate returned ", r.status().ToString()));
+        }
+      }
+    } else {
+      const int64_t errors = LoggedErrors();
+      p = alloc_->AllocateRaw(alignment, n, attr);
+      if (e == Expect::kInvalid && LoggedErrors() == errors) {
+        return Fail("invalid request not logged");
+      }
+    }
+    if (e == Expect::kInvalid) ++invalid_requests_;
+    if (e != Expect::kMaybe) {
+      if (p != nullptr) return Fail("bad request got memory");
+      return;
+    }
+    if (p == nullptr) {
+      ++ooms_;
+      // Liveness: with nothing live, GC on and a well-behaved sub-allocator,
+      // anything that fits in the limit with its worst-case padding must
+      // succeed.
+      const size_t pad = alignment > 256 ? alignment - 256 : 0;
+      const size_t usable_limit = limit_ / 256 * 256;
+      const size_t rounded = internal::RoundedBytes(n);
+      if (!faulty_ && gc_ && empty_before && rounded <= usable_limit &&
+          pad <= usable_limit - rounded) {
+        return Fail("an empty allocator with GC refused a request that fits");
+      }
+      return;
+    }
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (live_.count(a)) return Fail("pointer handed out twice");
+    const size_t allocated = alloc_->AllocatedSize(p);
+    const int64_t id = alloc_->AllocationId(p);
+    if (allocated < internal::RoundedBytes(n) || allocated % 256 != 0) {
+      return Fail(absl::StrCat("allocated size ", allocated, " for ", n));
+    }
+    if (a % std::max<size_t>(alignment, 256) != 0) return Fail("misaligned");
+    if (id <= last_id_) return Fail("allocation ids do not increase");
+    last_id_ = id;
+    live_[a] = Live{n, allocated, alignment, id};
+    in_use_ += static_cast<int64_t>(allocated);
+    ++num_allocs_;
+    peak_ = std::max(peak_, in_use_);
+    largest_ = std::max<int64_t>(largest_, static_cast<int64_t>(allocated));
+  }
+
+  // Frees `p` and checks the outcome against the model.
+  void FreeAndCheck(void* p, bool status_call) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = live_.find(a);
+    const bool valid = it != live_.end();
+    const int64_t errors = LoggedErrors();
+    if (status_call) {
+      const absl::Status s = alloc_->Deallocate(p);
+      if (p == nullptr || valid) {
+        if (!s.ok()) return Fail(absl::StrCat("valid free failed: ", s.ToString()));
+      } else if (s.code() != absl::StatusCode::kInvalidArgument) {
+        return Fail(absl::StrCat("invalid free returned ", s.ToString()));
+      }
+    } else {
+      alloc_->DeallocateRaw(p);
+      if (p != nullptr && !valid && LoggedErrors() == errors) {
+        return Fail("invalid free not logged");
+      }
+    }
+    if (p == nullptr) return;
+    if (!valid) {
+      ++invalid_frees_;
+      return;
+    }
+    in_use_ -= static_cast<int64_t>(it->second.allocated);
+    live_.erase(it);
+    recently_freed_.push_back(p);
+    if (recently_freed_.size() > 16) recently_freed_.erase(recently_freed_.begin());
+  }
+
+  void* NthLive(uint16_t k) {
+    if (live_.empty()) return nullptr;
+    auto it = live_.begin();
+    std::advance(it, k % live_.size());
+    return reinterpret_cast<void*>(it->first);
+  }
+
+  void* PickBogus() {
+    static int stack_probe = 0;  // an address in no allocator
+    static char heap_probe[64];
+    const uint8_t kind = in_.u8();
+    const uint16_t k = in_.u16();
+    switch (kind % 8) {
+      case 0: return nullptr;
+      case 1: return &stack_probe;
+      case 2: return heap_probe + (k % 64);
+      case 3: {  // inside a live chunk
+        if (live_.empty()) return nullptr;
+        auto it = live_.begin();
+        std::advance(it, k % live_.size());
+        return reinterpret_cast<void*>(it->first + 1 + k % it->second.allocated);
+      }
+      case 4:  // a freed pointer (may have been handed out again)
+        if (recently_freed_.empty()) return nullptr;
+        return recently_freed_[k % recently_freed_.size()];
+      case 5: {  // the end of (or one byte before) a sub-allocator block
+        const auto& blocks = fake_->live_blocks();
+        if (blocks.empty()) return nullptr;
+        const auto& b = blocks[k % blocks.size()];
+        return reinterpret_cast<void*>((k & 1) ? b.first + b.second
+                                               : b.first - 1);
+      }
+      case 6: {  // an arbitrary 256-aligned address in the backing range
+        const uintptr_t base =
+            reinterpret_cast<uintptr_t>(fake_->backing().base());
+        return reinterpret_cast<void*>(
+            base + (static_cast<size_t>(k) * 256) % fake_->backing().capacity());
+      }
+      default: return reinterpret_cast<void*>(uintptr_t{0} - 256 * (1 + k % 4));
+    }
+  }
+
+  void CheckQueries(const void* p) {
+    auto it = live_.find(reinterpret_cast<uintptr_t>(p));
+    const size_t req = alloc_->RequestedSize(p);
+    const size_t got = alloc_->AllocatedSize(p);
+    const int64_t id = alloc_->AllocationId(p);
+    if (it == live_.end()) {
+      if (req != 0 || got != 0 || id != -1) {
+        return Fail(absl::StrFormat("queries on non-live %p: %d/%d/%d", p, req,
+                                    got, id));
+      }
+    } else if (req != it->second.requested || got != it->second.allocated ||
+               id != it->second.id) {
+      return Fail(absl::StrFormat("queries on live %p disagree", p));
+    }
+  }
+
+  void Step() {
+    ++op_index_;
+    const uint8_t op = in_.u8();
+    switch (op % 16) {
+      case 0: case 1: case 2: case 3: case 4: case 5:
+        DoAllocate();
+        break;
+      case 6: case 7: case 8: {
+        const uint16_t k = in_.u16();
+        const bool status_call = in_.u8() & 1;
+        last_op_ = "free live";
+        FreeAndCheck(NthLive(k), status_call);
+        break;
+      }
+      case 9: case 10: {
+        void* p = PickBogus();
+        const bool status_call = in_.u8() & 1;
+        last_op_ = absl::StrFormat("free bogus %p", p);
+        CheckQueries(p);
+        FreeAndCheck(p, status_call);
+        break;
+      }
+      case 11:
+        last_op_ = "ClearStats";
+        alloc_->ClearStats();
+        num_allocs_ = 0;
+        peak_ = in_use_;
+        largest_ = 0;
+        break;
+      case 12: {
+        last_op_ = "ReleaseFreeRegions";
+        const int64_t pool = *alloc_->GetStats()->pool_bytes;
+        const size_t released = alloc_->ReleaseFreeRegions();
+        if (static_cast<int64_t>(released) !=
+            pool - *alloc_->GetStats()->pool_bytes) {
+          Fail("ReleaseFreeRegions returned the wrong byte count");
+        }
+        break;
+      }
+      case 13: {
+        last_op_ = "queries";
+        void* p = (in_.u8() & 1) ? NthLive(in_.u16()) : PickBogus();
+        CheckQueries(p);
+        break;
+      }
+      case 14: {
+        last_op_ = "RenderOccupancy";
+        const std::string s = alloc_->RenderOccupancy();
+        if (s.size() != 100 && s != "<allocator contains no memory>") {
+          Fail("bad occupancy picture");
+        }
+        break;
+      }
+      default:
+        last_op_ = "GetStats";  // the model check below compares them all
+        break;
+    }
+  }
+
+  void CheckModel() {
+    const absl::Status v = alloc_->Validate();
+    if (!v.ok()) return Fail(absl::StrCat("Validate: ", v.ToString()));
+    const std::optional<AllocatorStats> so = alloc_->GetStats();
+    if (!so) return Fail("no stats");
+    const AllocatorStats& s = *so;
+    if (s.bytes_in_use != in_use_) {
+      return Fail(absl::StrCat("bytes_in_use ", s.bytes_in_use, " model ", in_use_));
+    }
+    if (s.num_allocs != num_allocs_) return Fail("num_allocs");
+    if (s.peak_bytes_in_use != peak_) {
+      return Fail(absl::StrCat("peak ", s.peak_bytes_in_use, " model ", peak_));
+    }
+    if (s.largest_alloc_size != largest_) return Fail("largest_alloc_size");
+    if (s.num_invalid_frees != invalid_frees_) return Fail("num_invalid_frees");
+    if (s.num_invalid_requests != invalid_requests_) {
+      return Fail("num_invalid_requests");
+    }
+    if (s.num_ooms != ooms_) {
+      return Fail(absl::StrCat("num_ooms ", s.num_ooms, " model ", ooms_));
+    }
+    const int64_t pool = *s.pool_bytes;
+    if (pool < s.bytes_in_use || static_cast<size_t>(pool) > limit_) {
+      return Fail("pool_bytes out of range");
+    }
+    // Refused memory went back at once: the sub-allocator holds the pool.
+    if (static_cast<size_t>(pool) != journal_->bytes_outstanding) {
+      return Fail(absl::StrCat("pool ", pool, " but the sub-allocator has ",
+                               journal_->bytes_outstanding, " outstanding"));
+    }
+    if (journal_->invalid_frees != 0) return Fail("a Free the sub-allocator rejected");
+    // Misaligned, short and overlapping memory is always refused; longer
+    // than asked only when it would not fit under the limit.
+    const int64_t must_refuse = static_cast<int64_t>(
+        journal_->misaligned + journal_->shortened + journal_->overlapping);
+    if (s.num_sub_allocator_rejects < must_refuse ||
+        s.num_sub_allocator_rejects >
+            must_refuse + static_cast<int64_t>(journal_->lengthened)) {
+      return Fail("num_sub_allocator_rejects");
+    }
+    // Live pointers: disjoint, inside memory the sub-allocator holds for us.
+    std::vector<std::pair<uintptr_t, uintptr_t>> held;  // merged [lo, hi)
+    {
+      std::vector<std::pair<uintptr_t, size_t>> blocks = fake_->live_blocks();
+      std::sort(blocks.begin(), blocks.end());
+      for (const auto& [b, n] : blocks) {
+        if (!held.empty() && held.back().second == b) {
+          held.back().second = b + n;
+        } else {
+          held.emplace_back(b, b + n);
+        }
+      }
+    }
+    uintptr_t prev_end = 0;
+    for (const auto& [a, l] : live_) {
+      if (a < prev_end) return Fail(absl::StrFormat("live %#x overlaps", a));
+      prev_end = a + l.allocated;
+      auto h = std::upper_bound(
+          held.begin(), held.end(), std::make_pair(a, UINTPTR_MAX));
+      if (h == held.begin() || std::prev(h)->second < a + l.allocated) {
+        return Fail(absl::StrFormat("live %#x+%d is outside sub-allocator memory",
+                                    a, l.allocated));
+      }
+    }
+    // Spot-check the queries on one live pointer per op (all at teardown).
+    if (!live_.empty()) CheckQueries(NthLive(static_cast<uint16_t>(op_index_)));
+  }
+
+  void Teardown() {
+    for (const auto& [a, l] : live_) CheckQueries(reinterpret_cast<void*>(a));
+    if (failed_) return;
+    // Free half, destroy with the rest live: every region must go back.
+    size_t i = 0;
+    std::vector<uintptr_t> victims;
+    for (const auto& [a, l] : live_) {
+      if (i++ % 2 == 0) victims.push_back(a);
+    }
+    for (uintptr_t a : victims) FreeAndCheck(reinterpret_cast<void*>(a), false);
+    if (failed_) return;
+    CheckModel();
+    alloc_.reset();
+    if (journal_->bytes_outstanding != 0) {
+      return Fail(absl::StrCat("destruction leaked ", journal_->bytes_outstanding,
+                               " sub-allocator bytes"));
+    }
+    if (journal_->invalid_frees != 0) {
+      return Fail("destruction made a Free the sub-allocator rejected");
+    }
+  }
+
+  Reader in_;
+  FailFn fail_;
+  bool failed_ = false;
+  std::string config_;
+  std::string last_op_ = "configure";
+  size_t op_index_ = 0;
+  size_t limit_ = 0;
+  bool faulty_ = false;
+  bool gc_ = false;
+  std::shared_ptr<testing::SubAllocatorJournal> journal_;
+  testing::FakeSubAllocator* fake_ = nullptr;
+  std::unique_ptr<Allocator> alloc_;
+  std::map<uintptr_t, Live> live_;
+  std::vector<void*> recently_freed_;
+  int64_t in_use_ = 0, num_allocs_ = 0, peak_ = 0, largest_ = 0;
+  int64_t invalid_frees_ = 0, invalid_requests_ = 0, ooms_ = 0;
+  int64_t last_id_ = 0;
+};
+
+// Runs one input; returns the number of operations it ran.
+inline size_t RunInput(const uint8_t* data, size_t size,
+                       const Harness::FailFn& fail) {
+  Harness h(data, size, fail);
+  return h.Run();
+}
+
+}  // namespace bfc::fuzz
+
+#endif  // BFC_TESTS_FUZZ_HARNESS_H_
