@@ -76,7 +76,7 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
                         sub_allocator_->SupportsCoalescing()),
       max_internal_fragmentation_bytes_(MaxInternalFragmentation(
           options.fragmentation_fraction, total_memory)) {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   // Without growth the first Extend takes the whole limit; nothing is taken
   // here, so constructing an allocator is free.
   const size_t capped = std::min(total_memory, internal::kMaxRoundableBytes);
@@ -103,7 +103,7 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
 }
 
 Allocator::~Allocator() {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   int64_t outstanding = 0;
   int64_t outstanding_bytes = 0;
   for (internal::ChunkHandle h = 0; h < chunks_.capacity(); ++h) {
@@ -181,7 +181,7 @@ void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
     case RequestCheck::kZero:
       return nullptr;  // TF: a zero-byte request gets nullptr, nothing else.
     case RequestCheck::kInvalid: {
-      absl::MutexLock lock(&mutex_);
+      internal::MutexLock lock(&mutex_);
       ++stats_.num_invalid_requests;
       ReportInvalid(absl::StrCat("AllocateRaw: ", error));
       return nullptr;
@@ -202,7 +202,7 @@ absl::StatusOr<void*> Allocator::Allocate(size_t num_bytes, size_t alignment,
           "Allocator '", name_,
           "': Allocate of 0 bytes (AllocateRaw returns nullptr for it)"));
     case RequestCheck::kInvalid: {
-      absl::MutexLock lock(&mutex_);
+      internal::MutexLock lock(&mutex_);
       ++stats_.num_invalid_requests;
       return absl::InvalidArgumentError(
           absl::StrCat("Allocator '", name_, "': ", error));
@@ -212,7 +212,7 @@ absl::StatusOr<void*> Allocator::Allocate(size_t num_bytes, size_t alignment,
   }
   void* ptr = AllocateChecked(alignment, num_bytes, rounded, attr);
   if (ptr != nullptr) return ptr;
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   return absl::ResourceExhaustedError(
       OomMessage(num_bytes, rounded, alignment));
 }
@@ -225,7 +225,7 @@ void* Allocator::AllocateChecked(size_t alignment, size_t num_bytes,
       rounded <= memory_limit_) {
     return AllocateWithRetry(alignment, num_bytes, rounded, attr);
   }
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   void* ptr = AllocateRawInternal(alignment, num_bytes, rounded,
                                   /*dump_log_on_failure=*/true);
   if (ptr == nullptr) {
@@ -240,11 +240,12 @@ void* Allocator::AllocateChecked(size_t alignment, size_t num_bytes,
 void* Allocator::AllocateWithRetry(size_t alignment, size_t num_bytes,
                                    size_t rounded,
                                    const AllocationAttributes& attr) {
+  internal::MutexLock lock(&mutex_);
+  void* ptr = AllocateRawInternal(alignment, num_bytes, rounded, false);
+  if (ptr != nullptr) return ptr;
+  // Only a request that failed once pays for reading the clock.
   const absl::Time deadline = absl::Now() + opts_.retry_timeout;
-  absl::MutexLock lock(&mutex_);
   for (;;) {
-    void* ptr = AllocateRawInternal(alignment, num_bytes, rounded, false);
-    if (ptr != nullptr) return ptr;
     if (absl::Now() >= deadline) break;
     // Every free signals the condition variable while someone waits, so each
     // free gets the waiter one more attempt, as TF's AllocatorRetry does.
@@ -252,6 +253,8 @@ void* Allocator::AllocateWithRetry(size_t alignment, size_t num_bytes,
     ++stats_.num_retries;
     freed_cv_.WaitWithDeadline(&mutex_, deadline);
     --num_waiters_;
+    ptr = AllocateRawInternal(alignment, num_bytes, rounded, false);
+    if (ptr != nullptr) return ptr;
   }
   ++stats_.num_ooms;
   LogOom(num_bytes, rounded, alignment);
@@ -487,7 +490,7 @@ bool Allocator::DeallocateFreeRegions(size_t rounded_bytes) {
 }
 
 size_t Allocator::ReleaseFreeRegions() {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   return ReleaseFreeRegionsLocked();
 }
 
@@ -543,7 +546,7 @@ void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment) {
 
 void Allocator::DeallocateRaw(void* ptr) {
   if (ptr == nullptr) return;
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   std::string error;
   if (!DeallocateLocked(ptr, &error)) {
     ++stats_.num_invalid_frees;
@@ -553,7 +556,7 @@ void Allocator::DeallocateRaw(void* ptr) {
 
 absl::Status Allocator::Deallocate(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   std::string error;
   if (!DeallocateLocked(ptr, &error)) {
     ++stats_.num_invalid_frees;
@@ -702,19 +705,19 @@ void Allocator::MarkFree(ChunkHandle h) {
 // --- Queries -----------------------------------------------------------------
 
 size_t Allocator::RequestedSize(const void* ptr) const {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   const ChunkHandle h = InUseChunk(ptr);
   return h == kInvalidChunkHandle ? 0 : chunks_[h].requested_size;
 }
 
 size_t Allocator::AllocatedSize(const void* ptr) const {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   const ChunkHandle h = InUseChunk(ptr);
   return h == kInvalidChunkHandle ? 0 : chunks_[h].size;
 }
 
 int64_t Allocator::AllocationId(const void* ptr) const {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   const ChunkHandle h = InUseChunk(ptr);
   return h == kInvalidChunkHandle ? -1 : chunks_[h].allocation_id;
 }
@@ -726,7 +729,7 @@ size_t Allocator::LargestFreeChunkLocked() const {
 }
 
 std::optional<AllocatorStats> Allocator::GetStats() const {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   AllocatorStats stats = stats_;
   stats.largest_free_block_bytes =
       static_cast<int64_t>(LargestFreeChunkLocked());
@@ -740,7 +743,7 @@ std::optional<AllocatorStats> Allocator::GetStats() const {
 }
 
 bool Allocator::ClearStats() {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   stats_.num_allocs = 0;
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
   stats_.largest_alloc_size = 0;
@@ -753,12 +756,11 @@ MemoryType Allocator::GetMemoryType() const {
 }
 
 size_t Allocator::MetadataBytes() const {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   size_t bytes =
       sizeof(*this) + chunks_.MetadataBytes() + region_manager_.MetadataBytes();
-  // B-tree nodes: about one key slot per entry plus node overhead.
-  for (const internal::Bin& b : bins_)
-    bytes += b.size() * sizeof(internal::Bin::Entry) * 3 / 2;
+  // B-tree nodes, live and recycled.
+  for (const internal::Bin& b : bins_) bytes += b.node_bytes();
   return bytes;
 }
 
@@ -766,7 +768,7 @@ size_t Allocator::MetadataBytes() const {
 // ------------------------------------------------------------------
 
 std::string Allocator::RenderOccupancy() const {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   return RenderOccupancyLocked();
 }
 
@@ -806,7 +808,7 @@ std::string Allocator::RenderOccupancyLocked() const {
 // ----------------------------------------------------------------
 
 absl::Status Allocator::Validate() const {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   return ValidateLocked();
 }
 

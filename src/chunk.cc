@@ -16,16 +16,19 @@ ChunkHandle ChunkTable::Allocate() {
   ++num_live_;
   if (free_list_ != kInvalidChunkHandle) {
     const ChunkHandle h = free_list_;
-    free_list_ = chunks_[h].next;
-    chunks_[h] = Chunk();
+    Chunk& c = (*this)[h];
+    free_list_ = c.next;
+    c = Chunk();
     return h;
   }
-  chunks_.emplace_back();
-  return static_cast<ChunkHandle>(chunks_.size() - 1);
+  if (size_ == blocks_.size() * kBlockChunks) {
+    blocks_.push_back(std::make_unique<Chunk[]>(kBlockChunks));
+  }
+  return static_cast<ChunkHandle>(size_++);
 }
 
 void ChunkTable::Deallocate(ChunkHandle h) {
-  Chunk& c = chunks_[h];
+  Chunk& c = (*this)[h];
   c = Chunk();
   c.next = free_list_;
   // A recycled slot is marked by a null ptr and size 0; Validate relies on it.

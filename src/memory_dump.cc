@@ -179,7 +179,7 @@ void Allocator::ForgetAllocationSite(int64_t allocation_id) {
 }
 
 void Allocator::ResetPeakStats() {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
   *stats_.peak_pool_bytes = *stats_.pool_bytes;
 }
@@ -254,7 +254,7 @@ MemoryDump Allocator::RecordMemoryMap() const {
   MemoryDump d;
   std::vector<std::pair<size_t, RawStack>> raw;
   {
-    absl::MutexLock lock(&mutex_);
+    internal::MutexLock lock(&mutex_);
     d = RecordMemoryMapLocked(/*sites=*/false);
     if (!sites_.empty()) {
       for (size_t i = 0; i < d.chunks.size(); ++i) {
@@ -277,7 +277,7 @@ std::string Allocator::MemoryLogLocked(size_t num_bytes) const {
 }
 
 std::string Allocator::MemoryLog(size_t num_bytes) const {
-  absl::MutexLock lock(&mutex_);
+  internal::MutexLock lock(&mutex_);
   return MemoryLogLocked(num_bytes);
 }
 
@@ -288,7 +288,7 @@ void Allocator::DumpMemoryLog(size_t num_bytes) const {
 std::string Allocator::MemorySummary() const {
   MemoryDump d;
   {
-    absl::MutexLock lock(&mutex_);
+    internal::MutexLock lock(&mutex_);
     d = RecordMemoryMapLocked(/*sites=*/false);
   }
   return FormatMemorySummary(d);
@@ -298,7 +298,7 @@ std::vector<OutstandingAllocation> Allocator::OutstandingAllocations() const {
   std::vector<OutstandingAllocation> live;
   std::vector<RawStack> raw;
   {
-    absl::MutexLock lock(&mutex_);
+    internal::MutexLock lock(&mutex_);
     for (const internal::AllocationRegion& r : region_manager_.regions()) {
       for (ChunkHandle h = region_manager_.get_handle(r.ptr());
            h != kInvalidChunkHandle; h = chunks_[h].next) {

@@ -47,7 +47,7 @@
 //   ...
 //   alloc.Deallocate(*p).IgnoreError();
 //
-// Thread safety: thread-safe. One absl::Mutex guards all state; the
+// Thread safety: thread-safe. One mutex guards all state; the
 // sub-allocator and the log sink are called with it held.
 #ifndef BFC_ALLOCATOR_H_
 #define BFC_ALLOCATOR_H_
@@ -71,6 +71,7 @@
 #include "bfc/allocator_stats.h"
 #include "bfc/internal/bin.h"
 #include "bfc/internal/chunk.h"
+#include "bfc/internal/mutex.h"
 #include "bfc/internal/region_manager.h"
 #include "bfc/memory_dump.h"
 #include "bfc/sub_allocator.h"
@@ -296,8 +297,8 @@ class Allocator {
   const bool coalesce_regions_;
   const int64_t max_internal_fragmentation_bytes_;
 
-  mutable absl::Mutex mutex_;
-  absl::CondVar freed_cv_;
+  mutable internal::Mutex mutex_;
+  internal::CondVar freed_cv_;
   int num_waiters_ ABSL_GUARDED_BY(mutex_) = 0;
 
   size_t curr_region_allocation_bytes_ ABSL_GUARDED_BY(mutex_);

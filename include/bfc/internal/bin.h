@@ -8,12 +8,17 @@
 // chunk TensorFlow's BFC picks.
 //
 // The ordered set holds (size, address, handle) keys, so ordering never has to
-// look at the chunk table. Internal: not part of the API. Thread-compatible.
+// look at the chunk table. Its nodes come from a NodePool that recycles them,
+// so steady-state churn (a bin emptying and filling again, the root leaf
+// growing and shrinking) never calls malloc. Internal: not part of the API.
+// Thread-compatible.
 #ifndef BFC_INTERNAL_BIN_H_
 #define BFC_INTERNAL_BIN_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "absl/container/btree_set.h"
 #include "bfc/internal/chunk.h"
@@ -47,6 +52,73 @@ inline BinNum BinNumForSize(size_t bytes) {
   return log2 < kBinCount - 1 ? log2 : kBinCount - 1;
 }
 
+// Free lists of B-tree node storage, one per node size (a B-tree uses a few:
+// leaves of growing capacity and internal nodes). Memory is returned to the
+// heap only when the pool is destroyed.
+class NodePool {
+ public:
+  NodePool() = default;
+  NodePool(const NodePool&) = delete;
+  NodePool& operator=(const NodePool&) = delete;
+  ~NodePool();
+
+  void* Allocate(size_t bytes) {
+    for (FreeList& l : lists_) {
+      if (l.bytes == bytes && l.head != nullptr) {
+        void* p = l.head;
+        l.head = *static_cast<void**>(p);
+        return p;
+      }
+    }
+    return AllocateSlow(bytes);
+  }
+  void Deallocate(void* p, size_t bytes) {
+    for (FreeList& l : lists_) {
+      if (l.bytes == bytes) {
+        *static_cast<void**>(p) = l.head;
+        l.head = p;
+        return;
+      }
+    }
+    DeallocateSlow(p, bytes);
+  }
+  // Heap bytes obtained (live nodes plus recycled ones).
+  size_t bytes_held() const { return bytes_held_; }
+
+ private:
+  struct FreeList {
+    size_t bytes;
+    void* head;
+  };
+  void* AllocateSlow(size_t bytes);
+  void DeallocateSlow(void* p, size_t bytes);
+
+  std::vector<FreeList> lists_;
+  size_t bytes_held_ = 0;
+};
+
+// A std allocator drawing from a NodePool.
+template <typename T>
+struct PoolAllocator {
+  using value_type = T;
+  NodePool* pool;
+  explicit PoolAllocator(NodePool* p) : pool(p) {}
+  template <typename U>
+  PoolAllocator(const PoolAllocator<U>& o) : pool(o.pool) {}  // NOLINT
+  T* allocate(size_t n) {
+    return static_cast<T*>(pool->Allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) { pool->Deallocate(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const PoolAllocator<U>& o) const {
+    return pool == o.pool;
+  }
+  template <typename U>
+  bool operator!=(const PoolAllocator<U>& o) const {
+    return pool != o.pool;
+  }
+};
+
 class Bin {
  public:
   struct Entry {
@@ -55,18 +127,34 @@ class Bin {
     ChunkHandle handle;
   };
 
-  Bin() = default;
+  Bin()
+      : pool_(std::make_unique<NodePool>()),
+        free_chunks_(Less(), PoolAllocator<Entry>(pool_.get())) {}
 
   // Adds a free chunk. Returns false (and changes nothing) if a chunk with the
   // same address is already present at that size.
-  bool Insert(size_t size, const void* ptr, ChunkHandle h);
+  bool Insert(size_t size, const void* ptr, ChunkHandle h) {
+    const bool inserted =
+        free_chunks_.insert(Entry{size, reinterpret_cast<uintptr_t>(ptr), h})
+            .second;
+    if (inserted) total_bytes_ += size;
+    return inserted;
+  }
   // Removes the chunk keyed (size, ptr). Returns false if it was not present.
-  bool Erase(size_t size, const void* ptr);
+  bool Erase(size_t size, const void* ptr) {
+    const bool erased = free_chunks_.erase(Entry{
+                            size, reinterpret_cast<uintptr_t>(ptr), 0}) > 0;
+    if (erased) total_bytes_ -= size;
+    return erased;
+  }
   bool Contains(size_t size, const void* ptr) const;
 
   // Best fit: the first entry in (size, address) order with size >= min_size,
   // or nullptr.
-  const Entry* FindBestFit(size_t min_size) const;
+  const Entry* FindBestFit(size_t min_size) const {
+    auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
+    return it == free_chunks_.end() ? nullptr : &*it;
+  }
 
   // The first entry in (size, address) order with size >= min_size for which
   // `accept(entry)` is true, or nullptr. Used for over-aligned requests.
@@ -85,6 +173,8 @@ class Bin {
   bool empty() const { return free_chunks_.empty(); }
   size_t size() const { return free_chunks_.size(); }
   size_t total_bytes() const { return total_bytes_; }
+  // Heap bytes held by the set's nodes (live and recycled).
+  size_t node_bytes() const { return pool_->bytes_held(); }
 
   template <typename F>
   void ForEach(F f) const {
@@ -98,7 +188,9 @@ class Bin {
       return a.addr < b.addr;
     }
   };
-  absl::btree_set<Entry, Less> free_chunks_;
+  // Declared first: destroyed after the set that returns its nodes to it.
+  std::unique_ptr<NodePool> pool_;
+  absl::btree_set<Entry, Less, PoolAllocator<Entry>> free_chunks_;
   size_t total_bytes_ = 0;
 };
 

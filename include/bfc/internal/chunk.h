@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,9 @@ struct Chunk {
 
 // The allocator's chunk table: Chunks addressed by handle, with freed slots
 // recycled through a free list (threaded through `next`) so handles stay small
-// and the table never shrinks under churn.
+// and the table never shrinks under churn. Storage is a list of fixed blocks
+// of kBlockChunks: growing never copies the table or doubles its footprint
+// (at most one partly used block), and a Chunk never moves.
 class ChunkTable {
  public:
   ChunkTable() = default;
@@ -61,19 +64,30 @@ class ChunkTable {
   // Returns `h` to the free list. `h` must be live.
   void Deallocate(ChunkHandle h);
 
-  Chunk& operator[](ChunkHandle h) { return chunks_[h]; }
-  const Chunk& operator[](ChunkHandle h) const { return chunks_[h]; }
+  Chunk& operator[](ChunkHandle h) {
+    return blocks_[h >> kBlockBits][h & (kBlockChunks - 1)];
+  }
+  const Chunk& operator[](ChunkHandle h) const {
+    return blocks_[h >> kBlockBits][h & (kBlockChunks - 1)];
+  }
 
   // Slots ever created (live + recycled).
-  size_t capacity() const { return chunks_.size(); }
+  size_t capacity() const { return size_; }
   size_t num_live() const { return num_live_; }
   // True when `h` names a slot that exists (live or recycled).
-  bool InRange(ChunkHandle h) const { return h < chunks_.size(); }
+  bool InRange(ChunkHandle h) const { return h < size_; }
   // Host bytes held by the table.
-  size_t MetadataBytes() const { return chunks_.capacity() * sizeof(Chunk); }
+  size_t MetadataBytes() const {
+    return blocks_.size() * kBlockChunks * sizeof(Chunk) +
+           blocks_.capacity() * sizeof(std::unique_ptr<Chunk[]>);
+  }
 
  private:
-  std::vector<Chunk> chunks_;
+  static constexpr int kBlockBits = 10;
+  static constexpr size_t kBlockChunks = size_t{1} << kBlockBits;
+
+  std::vector<std::unique_ptr<Chunk[]>> blocks_;
+  size_t size_ = 0;  // slots handed out so far
   ChunkHandle free_list_ = kInvalidChunkHandle;
   size_t num_live_ = 0;
 };
