@@ -1,0 +1,147 @@
+// File: bench/bench_util.h
+// -----------------------------------------------------------------------------
+//
+// Shared pieces of the benchmark suites: the pools under test (bfc and the
+// baselines: glibc, the sub-allocator called directly, cudaMalloc and
+// cudaMallocAsync), workload generators, pre-parsed traces with their phases,
+// and the footprint counters every table carries:
+//
+//   bytes_in_use   bytes held by live allocations at the end (pool's view)
+//   peak_pool      peak bytes the pool took from its sub-allocator
+//   peak_live      peak bytes the program had live (requested sizes)
+//   pool/live      peak_pool / peak_live (1.0 = no waste)
+//   meta_bytes     host heap the allocator holds for its own bookkeeping,
+//                  measured (mallinfo2 deltas around building and filling it)
+//
+// Everything that must not touch memory runs on a VirtualSubAllocator.
+#ifndef BFC_BENCH_BENCH_UTIL_H_
+#define BFC_BENCH_BENCH_UTIL_H_
+
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bfc/allocator.h"
+#include "bfc/trace.h"
+#include "bfc/virtual_sub_allocator.h"
+
+namespace bfc::bench {
+
+inline constexpr size_t kKiB = size_t{1} << 10;
+inline constexpr size_t kMiB = size_t{1} << 20;
+inline constexpr size_t kGiB = size_t{1} << 30;
+inline constexpr size_t kTiB = size_t{1} << 40;
+
+// Bytes malloc currently hands out (heap + mmapped chunks), all arenas.
+size_t HeapBytes();
+
+// A bfc::Allocator over a VirtualSubAllocator of `limit` bytes (x2 address
+// space). Growth on unless `growth` is false (then one region of `limit`).
+std::unique_ptr<Allocator> MakeBfc(size_t limit, bool growth = true);
+
+// `n` sizes log-uniform in [lo, hi].
+std::vector<size_t> LogUniformSizes(size_t n, size_t lo, size_t hi,
+                                    uint64_t seed);
+
+// The RMM-style random workload: K live slots; step i frees slot[idx[i]] and
+// allocates size[i] into it. Pre-generated, so the timed loop only indexes.
+struct RandomWorkload {
+  size_t k = 0;
+  std::vector<size_t> initial;  // K sizes to fill with
+  std::vector<uint32_t> idx;    // a power-of-two count of steps
+  std::vector<size_t> size;
+};
+RandomWorkload MakeRandomWorkload(size_t k, size_t lo, size_t hi,
+                                  uint64_t seed);
+// Peak of live requested bytes over: fill, then `steps` steps (cycling).
+size_t RandomPeakLive(const RandomWorkload& w, size_t steps);
+
+// --- Pools -------------------------------------------------------------------
+// Alloc(n) / Free(p, n) with `n` the requested size; all align to 256.
+
+struct BfcPool {
+  Allocator* a;
+  void* Alloc(size_t n) { return a->AllocateRaw(256, n); }
+  void Free(void* p, size_t) { a->DeallocateRaw(p); }
+};
+
+struct GlibcPool {
+  void* Alloc(size_t n) { return std::aligned_alloc(256, (n + 255) & ~255); }
+  void Free(void* p, size_t) { std::free(p); }
+};
+
+// The sub-allocator itself, no pooling: every request is a region.
+struct SubPool {
+  VirtualSubAllocator* s;
+  void* Alloc(size_t n) {
+    size_t got = 0;
+    return s->Alloc(256, (n + 255) & ~size_t{255}, &got);
+  }
+  void Free(void* p, size_t n) { s->Free(p, (n + 255) & ~size_t{255}); }
+};
+
+// cudaMalloc / cudaMallocAsync baselines. Available() is false (with a reason)
+// when there is no CUDA build or no device; benchmarks then SkipWithError.
+bool CudaAvailable(std::string* why);
+struct CudaPool {
+  void* Alloc(size_t n);
+  void Free(void* p, size_t n);
+};
+struct CudaAsyncPool {
+  void* Alloc(size_t n);
+  void Free(void* p, size_t n);
+};
+
+// --- Traces ------------------------------------------------------------------
+
+struct PhasedTrace {
+  std::string name;
+  CompiledTrace all;     // every op: the cold replay
+  CompiledTrace prefix;  // ops before the first iteration phase (setup)
+  // The iteration phases as a closed loop that can repeat forever: frees of
+  // allocations made before the phases are dropped, and allocations the
+  // phases leave live are freed at the end of the pass.
+  CompiledTrace iterations;
+  size_t first_iter_event = 0;
+  size_t end_iter_event = 0;
+};
+
+// Every trace in `trace_dir` (*.csv) with phases from
+// `phase_dir`/NAME.phases.csv. Traces without phases are skipped (logged).
+std::vector<PhasedTrace> LoadTraces(const std::string& trace_dir,
+                                    const std::string& phase_dir);
+
+// Replays `ops` against `pool` using `slots` (sized num_slots, all null).
+template <typename Pool>
+inline size_t ReplayOps(const CompiledTrace& t, Pool& pool, void** slots) {
+  size_t failures = 0;
+  for (const ReplayOp& op : t.ops) {
+    if (op.kind == ReplayOp::Kind::kAllocate) {
+      void* p = pool.Alloc(op.size);
+      failures += p == nullptr;
+      slots[op.slot] = p;
+    } else {
+      void*& p = slots[op.slot];
+      if (p != nullptr) pool.Free(p, op.size);
+      p = nullptr;
+    }
+  }
+  return failures;
+}
+
+// --- Counters ----------------------------------------------------------------
+
+// ns per op from the benchmark's own clock: ops per iteration given.
+void SetOpCounters(benchmark::State& state, double ops_per_iteration);
+// bytes_in_use, peak_pool, peak_live, pool/live, meta_bytes from a bfc pool.
+void SetFootprint(benchmark::State& state, const Allocator& a, size_t peak_live,
+                  size_t meta_bytes);
+
+}  // namespace bfc::bench
+
+#endif  // BFC_BENCH_BENCH_UTIL_H_

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Tables and SVG plots from a Google Benchmark JSON file (stdlib only).
+
+  python3 bench/plot.py bench/results/bench.json bench/results
+
+Writes tables.md (ns/op with ratios against the glibc and no-pool baselines
+of the same run, and the footprint counters), scaling.svg (ns/op against live
+chunks, log x) and traces.svg (ns/op per trace: cold, warm, baselines).
+Uses the 'median' aggregate when repetitions were run.
+"""
+import json
+import math
+import os
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        data = json.load(f)
+    rows = {}
+    for b in data["benchmarks"]:
+        agg = b.get("aggregate_name")
+        if agg not in (None, "median"):
+            continue
+        name = b.get("run_name", b["name"])
+        rows[name] = b
+    return data.get("context", {}), rows
+
+
+def split(name):
+    """(workload, pool) from a run name."""
+    parts = name.split("/")
+    if parts[0] == "BM_Trace":
+        pool = parts[2]
+        return "/".join(parts[:2]), pool.replace("_warm", "").replace("_cold", ""), pool
+    return "/".join([parts[0]] + parts[2:]), parts[1], parts[1]
+
+
+def ns(b):
+    v = b.get("time/op")
+    return None if v is None or b.get("error_occurred") else v * 1e9
+
+
+def fmt_bytes(v):
+    if v is None:
+        return ""
+    for unit, s in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= s:
+            return "%.2f %s" % (v / s, unit)
+    return "%d B" % v
+
+
+def tables(rows):
+    work = {}
+    order = []
+    for name, b in rows.items():
+        w, pool, col = split(name)
+        if w not in work:
+            work[w] = {}
+            order.append(w)
+        work[w][col] = b
+    out = ["| workload | pool | ns/op | vs glibc | vs no-pool | in use | "
+           "peak pool / peak live | metadata (heap) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for w in order:
+        cols = work[w]
+        base_g = next((ns(cols[c]) for c in ("glibc", "glibc_warm") if c in cols), None)
+        base_n = next((ns(cols[c]) for c in ("no_pool", "no_pool_warm") if c in cols), None)
+        for col, b in cols.items():
+            t = ns(b)
+            if t is None:
+                msg = b.get("error_message", "")
+                out.append("| %s | %s | skipped: %s | | | | | |" % (w, col, msg))
+                continue
+            rg = "%.2fx" % (t / base_g) if base_g and not col.startswith("glibc") else ""
+            rn = "%.2fx" % (t / base_n) if base_n and not col.startswith("no_pool") else ""
+            fp = ""
+            if "pool/live" in b:
+                fp = "%s / %s = %.2f" % (fmt_bytes(b.get("peak_pool")),
+                                         fmt_bytes(b.get("peak_live")), b["pool/live"])
+            out.append("| %s | %s | %.1f | %s | %s | %s | %s | %s |" % (
+                w, col, t, rg, rn, fmt_bytes(b.get("in_use")), fp,
+                fmt_bytes(b.get("meta_bytes"))))
+    return "\n".join(out) + "\n"
+
+
+def svg_axes(title, w, h, m):
+    return ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+            'font-family="sans-serif" font-size="12">' % (w, h),
+            '<rect width="100%" height="100%" fill="white"/>',
+            '<text x="%d" y="20" font-size="15">%s</text>' % (m, title),
+            '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (m, h - m, w - 20, h - m),
+            '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (m, 35, m, h - m)]
+
+
+def scaling_svg(rows, path):
+    pts = []
+    for name, b in rows.items():
+        if name.startswith("BM_Scaling/bfc/") and ns(b) is not None:
+            pts.append((int(name.split("/")[2]), ns(b)))
+    pts.sort()
+    if not pts:
+        return
+    W, H, M = 640, 400, 60
+    ymax = max(p[1] for p in pts) * 1.15
+    x0, x1 = math.log10(pts[0][0]), math.log10(pts[-1][0])
+    X = lambda k: M + (math.log10(k) - x0) / max(x1 - x0, 1e-9) * (W - M - 40)
+    Y = lambda v: H - M - v / ymax * (H - M - 45)
+    s = svg_axes("bfc: ns/op vs live chunks (random 256 B-1 MiB)", W, H, M)
+    for k, _ in pts:
+        s.append('<text x="%.0f" y="%d" text-anchor="middle">1e%d</text>' % (X(k), H - M + 18, round(math.log10(k))))
+    for i in range(5):
+        v = ymax * i / 4
+        s.append('<text x="%d" y="%.0f" text-anchor="end">%.0f</text>' % (M - 5, Y(v) + 4, v))
+        s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>' % (M, Y(v), W - 20, Y(v)))
+    s.append('<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="%s"/>' %
+             " ".join("%.1f,%.1f" % (X(k), Y(v)) for k, v in pts))
+    for k, v in pts:
+        s.append('<circle cx="%.1f" cy="%.1f" r="3" fill="#1f77b4"/>' % (X(k), Y(v)))
+        s.append('<text x="%.1f" y="%.1f" text-anchor="middle">%.0f</text>' % (X(k), Y(v) - 8, v))
+    s.append('<text x="%d" y="%d" text-anchor="middle">live chunks</text>' % (W // 2, H - 15))
+    s.append('<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">ns/op</text>' % (H // 2, H // 2))
+    s.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(s) + "\n")
+
+
+def traces_svg(rows, path):
+    series = ["bfc_cold", "bfc_warm", "glibc_warm", "no_pool_warm"]
+    colors = ["#d62728", "#1f77b4", "#2ca02c", "#7f7f7f"]
+    traces = sorted({n.split("/")[1] for n in rows if n.startswith("BM_Trace/")})
+    if not traces:
+        return
+    vals = {(t, s): ns(rows.get("BM_Trace/%s/%s" % (t, s), {})) for t in traces for s in series}
+    ymax = max(v for v in vals.values() if v) * 1.15
+    W, H, M = 760, 420, 60
+    group = (W - M - 20) / len(traces)
+    bw = group / (len(series) + 1)
+    Y = lambda v: H - M - v / ymax * (H - M - 60)
+    s = svg_axes("ns/op per trace (goal: warm <= 30, cold <= 2x warm)", W, H, M)
+    for i in range(5):
+        v = ymax * i / 4
+        s.append('<text x="%d" y="%.0f" text-anchor="end">%.0f</text>' % (M - 5, Y(v) + 4, v))
+        s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>' % (M, Y(v), W - 20, Y(v)))
+    if 30 < ymax:
+        s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="black" stroke-dasharray="4"/>' % (M, Y(30), W - 20, Y(30)))
+    for ti, t in enumerate(traces):
+        gx = M + ti * group + bw / 2
+        for si, ser in enumerate(series):
+            v = vals[(t, ser)]
+            if not v:
+                continue
+            x = gx + si * bw
+            s.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>' % (x, Y(v), bw * 0.9, H - M - Y(v), colors[si]))
+            s.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.0f</text>' % (x + bw * 0.45, Y(v) - 3, v))
+        s.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (gx + bw * len(series) / 2, H - M + 18, t))
+    for si, ser in enumerate(series):
+        s.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (M + 10 + si * 150, 32, colors[si]))
+        s.append('<text x="%d" y="%d">%s</text>' % (M + 26 + si * 150, 43, ser))
+    s.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(s) + "\n")
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    ctx, rows = load(sys.argv[1])
+    os.makedirs(sys.argv[2], exist_ok=True)
+    md = tables(rows)
+    with open(os.path.join(sys.argv[2], "tables.md"), "w") as f:
+        f.write("Machine: %s, %s CPUs @ %s MHz; %s; library build: %s\n\n" % (
+            ctx.get("host_name", "?"), ctx.get("num_cpus", "?"), ctx.get("mhz_per_cpu", "?"),
+            ctx.get("date", "?"), ctx.get("library_build_type", "?")))
+        f.write(md)
+    scaling_svg(rows, os.path.join(sys.argv[2], "scaling.svg"))
+    traces_svg(rows, os.path.join(sys.argv[2], "traces.svg"))
+    sys.stdout.write(md)
+
+
+if __name__ == "__main__":
+    main()

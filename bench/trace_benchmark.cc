@@ -1,0 +1,102 @@
+// File: bench/trace_benchmark.cc
+// -----------------------------------------------------------------------------
+//
+// Replays every trace in the trace directory (tests/data/*.csv, copies of
+// shared/traces) with phases from bench/data/NAME.phases.csv:
+//
+//   BM_Trace/NAME/bfc_cold   a fresh allocator per iteration, the whole trace
+//                            (growth included); building and destroying the
+//                            allocator is not timed
+//   BM_Trace/NAME/bfc_warm   steady state: setup phases replayed, iteration
+//                            phases replayed once to warm up, then timed
+//                            passes over the iteration phases
+//   BM_Trace/NAME/glibc_warm, no_pool_warm, cudaMalloc_warm,
+//   cudaMallocAsync_warm     the same warm passes on the baselines
+//
+// Ops are pre-parsed; pointers are dense slot indices (no hashing in the
+// loop).
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "pools.h"
+
+namespace bfc::bench {
+
+namespace {
+
+constexpr size_t kTraceLimit = 64 * kGiB;
+
+void BM_TraceCold(benchmark::State& state, const PhasedTrace* t) {
+  std::vector<void*> slots(t->all.num_slots, nullptr);
+  int64_t peak_pool = 0, peak_in_use = 0;
+  size_t failures = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::unique_ptr<Allocator> a = MakeBfc(kTraceLimit);
+    BfcPool pool{a.get()};
+    state.ResumeTiming();
+    failures += ReplayOps(t->all, pool, slots.data());
+    state.PauseTiming();
+    for (void*& p : slots) {
+      if (p != nullptr) a->DeallocateRaw(p);
+      p = nullptr;
+    }
+    const AllocatorStats s = *a->GetStats();
+    peak_pool = s.peak_pool_bytes.value_or(0);
+    peak_in_use = s.peak_bytes_in_use;
+    a.reset();
+    state.ResumeTiming();
+  }
+  SetOpCounters(state, double(t->all.ops.size()));
+  state.counters["peak_pool"] = double(peak_pool);
+  state.counters["peak_in_use"] = double(peak_in_use);
+  state.counters["peak_live"] = double(t->all.peak_live_bytes);
+  state.counters["pool/live"] =
+      double(peak_pool) / double(t->all.peak_live_bytes);
+  if (failures > 0) state.counters["failures"] = double(failures);
+}
+
+template <Kind K>
+void BM_TraceWarm(benchmark::State& state, const PhasedTrace* t) {
+  std::vector<void*> setup_slots(t->all.num_slots, nullptr);
+  std::vector<void*> slots(t->all.num_slots, nullptr);
+  RunWithPool<K>(state, kTraceLimit, [&](auto& pool) {
+    ReplayOps(t->prefix, pool, setup_slots.data());
+    ReplayOps(t->iterations, pool, slots.data());  // warm-up pass
+    size_t failures = 0;
+    for (auto _ : state) {
+      failures += ReplayOps(t->iterations, pool, slots.data());
+    }
+    if (failures > 0) state.counters["failures"] = double(failures);
+    SetOpCounters(state, double(t->iterations.ops.size()));
+    for (size_t i = 0; i < setup_slots.size(); ++i) {
+      if (setup_slots[i] != nullptr) pool.Free(setup_slots[i], 0);
+      setup_slots[i] = nullptr;
+    }
+    return RunInfo{t->all.peak_live_bytes};
+  });
+}
+
+}  // namespace
+
+// Called from main: registers one benchmark per trace and pool.
+void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
+  for (const PhasedTrace& t : traces) {
+    const std::string base = "BM_Trace/" + t.name + "/";
+    benchmark::RegisterBenchmark((base + "bfc_cold").c_str(), BM_TraceCold, &t);
+    benchmark::RegisterBenchmark((base + "bfc_warm").c_str(),
+                                 BM_TraceWarm<Kind::kBfc>, &t);
+    benchmark::RegisterBenchmark((base + "glibc_warm").c_str(),
+                                 BM_TraceWarm<Kind::kGlibc>, &t);
+    benchmark::RegisterBenchmark((base + "no_pool_warm").c_str(),
+                                 BM_TraceWarm<Kind::kSub>, &t);
+    benchmark::RegisterBenchmark((base + "cudaMalloc_warm").c_str(),
+                                 BM_TraceWarm<Kind::kCuda>, &t);
+    benchmark::RegisterBenchmark((base + "cudaMallocAsync_warm").c_str(),
+                                 BM_TraceWarm<Kind::kCudaAsync>, &t);
+  }
+}
+
+}  // namespace bfc::bench

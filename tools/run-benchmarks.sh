@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds and runs every benchmark suite, then writes the tables and plots.
+#
+#   tools/run-benchmarks.sh                 # build/ (the README's build), 3 reps
+#   BUILD_DIR=build-bench REPS=5 tools/run-benchmarks.sh
+#   tools/run-benchmarks.sh --benchmark_filter=BM_Trace   # extra args go to
+#                                                         # the benchmark binary
+#
+# Output: $OUT_DIR (default bench/results): bench.json (Google Benchmark JSON,
+# medians of REPS repetitions), tables.md, scaling.svg, traces.svg.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+REPS=${REPS:-3}
+OUT_DIR=${OUT_DIR:-bench/results}
+JOBS=${JOBS:-2}
+
+cmake -S . -B "$BUILD_DIR" -DBFC_BUILD_BENCHMARKS=ON >/dev/null
+cmake --build "$BUILD_DIR" -j"$JOBS" --target bfc_benchmarks
+mkdir -p "$OUT_DIR"
+"$BUILD_DIR/bench/bfc_benchmarks" \
+  --benchmark_counters_tabular=true \
+  --benchmark_repetitions="$REPS" \
+  --benchmark_report_aggregates_only=true \
+  --benchmark_out="$OUT_DIR/bench.json" --benchmark_out_format=json "$@"
+python3 bench/plot.py "$OUT_DIR/bench.json" "$OUT_DIR"
