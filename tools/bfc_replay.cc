@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,10 +24,14 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
+#include "bfc/memory_map_svg.h"
 #include "bfc/planner/plan_report.h"
 #include "bfc/replay.h"
+#include "bfc/replay_report.h"
 #include "bfc/sub_allocator.h"
 #include "bfc/trace.h"
 #include "bfc/virtual_sub_allocator.h"
@@ -47,7 +52,12 @@ struct Flags {
   double fragmentation_fraction = 0;
   Backend backend = Backend::kVirtual;
   bool skip_unknown_frees = false;
-  bool plan = false;  // also print the offline planner's report
+  bool plan = false;          // also print the offline planner's report
+  bool record_sites = false;  // Options::record_allocation_sites
+  // Outputs of the replay report (bfc/replay_report.h); empty: not written.
+  std::string json_path;
+  std::string svg_path;
+  std::string html_path;
   bool help = false;
   std::string trace_path;  // empty: the bundled default trace
 };
@@ -76,6 +86,16 @@ options:
   --plan                        also plan the trace offline (TFLite's strategies)
                                 and print each plan's memory against the lower
                                 bound (peak live bytes) and this replay's pool
+  --json FILE, --json=FILE      write the summary, the timeline (live, in use, pool
+                                bytes and fragmentation after every op) and memory
+                                maps at the peak of bytes in use and at the end
+  --svg FILE                    write the memory maps at the peak and at the end
+                                as an SVG picture
+  --html FILE                   write a self-contained viewer page (no network):
+                                the timeline chart, both maps (hover or click a
+                                chunk), the summary numbers
+  --record-allocation-sites     capture a stack per allocation (to measure its
+                                cost; the sites are in --json and --html)
   --help                        this text
 )";
 
@@ -209,6 +229,24 @@ bool ParseArgs(int argc, char** argv, Flags* flags, std::string* error) {
       } else if (!ParseBool(*value, &flags->skip_unknown_frees)) {
         return bad_value("true or false (or no value)");
       }
+    } else if (name == "--json" || name == "--svg" || name == "--html") {
+      // Also "--json FILE", as the output path usually follows.
+      if (!value.has_value() && i + 1 < argc &&
+          std::string_view(argv[i + 1]).substr(0, 2) != "--") {
+        value = std::string(argv[++i]);
+      }
+      if (!need_value("FILE")) return false;
+      if (value->empty()) return bad_value("an output file path");
+      std::string* target = name == "--json"  ? &flags->json_path
+                            : name == "--svg" ? &flags->svg_path
+                                              : &flags->html_path;
+      *target = *value;
+    } else if (name == "--record-allocation-sites") {
+      if (!value.has_value()) {
+        flags->record_sites = true;
+      } else if (!ParseBool(*value, &flags->record_sites)) {
+        return bad_value("true or false (or no value)");
+      }
     } else if (name == "--plan") {
       if (!value.has_value()) {
         flags->plan = true;
@@ -333,6 +371,93 @@ void PrintSummary(const Flags& flags, const std::string& path,
   std::printf("occupancy         %s\n", allocator.RenderOccupancy().c_str());
 }
 
+// The maps of all snapshots stacked in one SVG (nested <svg> elements).
+std::string SnapshotsSvg(const bfc::ReplayReport& report) {
+  std::string body;
+  int y = 0;
+  for (const bfc::ReplaySnapshot& s : report.snapshots) {
+    bfc::MemoryMapSvgOptions o;
+    o.title = absl::StrFormat(
+        "Memory map of %s %s (event %d)", report.trace_name,
+        s.label == "peak" ? "at the peak of bytes in use" : "at the end",
+        s.event_index);
+    std::string svg = bfc::RenderMemoryMapSvg(s.dump, o);
+    svg = svg.substr(svg.find("<svg"));  // drop the XML declaration
+    const int height = std::atoi(svg.c_str() + svg.find("height=\"") +
+                                 std::strlen("height=\""));
+    body += absl::StrFormat("<g transform=\"translate(0,%d)\">\n", y);
+    body += svg;
+    body += "</g>\n";
+    y += height;
+  }
+  return absl::StrFormat(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "
+      "xmlns=\"http://www.w3.org/2000/svg\" width=\"1200\" height=\"%d\" "
+      "viewBox=\"0 0 1200 %d\">\n%s</svg>\n",
+      y, y, body);
+}
+
+bool WriteFile(const std::string& path, const std::string& text,
+               const char* what) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "bfc-replay: cannot write %s to '%s': %s\n", what,
+                 path.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::fprintf(stderr, "bfc-replay: wrote %s to %s\n", what, path.c_str());
+  return true;
+}
+
+// --json / --svg / --html: replays again into fresh allocators configured
+// like the first (BuildReplayReport needs two), then writes each output.
+// Returns the exit status.
+int WriteReport(const Flags& flags, const bfc::CompiledTrace& compiled,
+                const bfc::Allocator::Options& options) {
+  std::string error;
+  auto make = [&]() -> std::unique_ptr<bfc::Allocator> {
+    std::unique_ptr<bfc::SubAllocator> sub = MakeSubAllocator(flags, &error);
+    if (sub == nullptr) return nullptr;
+    return std::make_unique<bfc::Allocator>(std::move(sub), flags.memory_limit,
+                                            "bfc-replay", options);
+  };
+  bfc::ReplayReportOptions report_options;
+  // Progress on a terminal, once the work has taken a second.
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const absl::Time start = absl::Now();
+  bool shown = false;
+  report_options.progress = [&](size_t done, size_t total) {
+    if (!tty || absl::Now() - start < absl::Seconds(1) || total == 0) return;
+    shown = true;
+    std::fprintf(stderr, "\rbfc-replay: building the report: %3d%%",
+                 static_cast<int>(100 * done / total));
+    std::fflush(stderr);
+  };
+  absl::StatusOr<bfc::ReplayReport> report =
+      bfc::BuildReplayReport(compiled, make, report_options);
+  if (shown) std::fprintf(stderr, "\r%50s\r", "");
+  if (!report.ok()) {
+    std::fprintf(stderr, "bfc-replay: report: %s\n",
+                 std::string(report.status().message()).c_str());
+    return 1;
+  }
+  bool ok = true;
+  if (!flags.json_path.empty()) {
+    ok &= WriteFile(flags.json_path, bfc::ReplayReportToJson(*report, 1),
+                    "the JSON report");
+  }
+  if (!flags.svg_path.empty()) {
+    ok &= WriteFile(flags.svg_path, SnapshotsSvg(*report), "the memory maps");
+  }
+  if (!flags.html_path.empty()) {
+    ok &= WriteFile(flags.html_path, bfc::RenderReplayReportHtml(*report),
+                    "the viewer page");
+  }
+  return ok ? 0 : 1;
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   std::string error;
@@ -377,6 +502,7 @@ int Main(int argc, char** argv) {
   options.garbage_collection = flags.gc;
   options.fragmentation_fraction = flags.fragmentation_fraction;
   options.allow_retry_on_failure = false;  // single-threaded: nobody would free
+  options.record_allocation_sites = flags.record_sites;
   bfc::Allocator allocator(std::move(sub), flags.memory_limit, "bfc-replay",
                            options);
 
@@ -389,6 +515,11 @@ int Main(int argc, char** argv) {
   }
   PrintSummary(flags, path, *compiled, *summary, allocator);
   replayer.ReleaseLive();
+  if (!flags.json_path.empty() || !flags.svg_path.empty() ||
+      !flags.html_path.empty()) {
+    const int status = WriteReport(flags, *compiled, options);
+    if (status != 0) return status;
+  }
   if (flags.plan) {
     absl::StatusOr<bfc::planner::PlanReport> report =
         bfc::planner::PlanTrace(*compiled, bfc::planner::PlanOptions());
