@@ -68,6 +68,12 @@ def tables(rows):
         base_n = next((ns(cols[c]) for c in ("no_pool", "no_pool_warm") if c in cols), None)
         for col, b in cols.items():
             t = ns(b)
+            if t is None and not b.get("error_occurred"):
+                out.append("| %s | %s | (not timed) | | | %s | %s / %s | %s (MetadataBytes() %s) |" % (
+                    w, col, fmt_bytes(b.get("in_use")), fmt_bytes(b.get("peak_pool")),
+                    fmt_bytes(b.get("peak_live")), fmt_bytes(b.get("meta_bytes")),
+                    fmt_bytes(b.get("MetadataBytes()"))))
+                continue
             if t is None:
                 msg = b.get("error_message", "")
                 out.append("| %s | %s | skipped: %s | | | | | |" % (w, col, msg))
@@ -137,7 +143,7 @@ def traces_svg(rows, path):
     group = (W - M - 20) / len(traces)
     bw = group / (len(series) + 1)
     Y = lambda v: H - M - v / ymax * (H - M - 60)
-    s = svg_axes("ns/op per trace (goal: warm <= 30, cold <= 2x warm)", W, H, M)
+    s = svg_axes("ns/op per trace (goal: warm &lt;= 30, cold &lt;= 2x warm)", W, H, M)
     for i in range(5):
         v = ymax * i / 4
         s.append('<text x="%d" y="%.0f" text-anchor="end">%.0f</text>' % (M - 5, Y(v) + 4, v))
@@ -169,7 +175,7 @@ def main():
     os.makedirs(sys.argv[2], exist_ok=True)
     md = tables(rows)
     with open(os.path.join(sys.argv[2], "tables.md"), "w") as f:
-        f.write("Machine: %s, %s CPUs @ %s MHz; %s; library build: %s\n\n" % (
+        f.write("Machine: %s, %s CPUs @ %s MHz; %s; libbenchmark build: %s\n\n" % (
             ctx.get("host_name", "?"), ctx.get("num_cpus", "?"), ctx.get("mhz_per_cpu", "?"),
             ctx.get("date", "?"), ctx.get("library_build_type", "?")))
         f.write(md)

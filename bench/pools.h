@@ -67,6 +67,13 @@ inline size_t RunRandom(benchmark::State& state, Pool& pool,
   for (size_t i = 0; i < w.k; ++i) {
     live[i] = pool.Alloc(w.initial[i]);
     live_size[i] = w.initial[i];
+    if (live[i] == nullptr) {  // e.g. the address space could not be reserved
+      for (size_t j = 0; j < i; ++j) pool.Free(live[j], live_size[j]);
+      state.SkipWithError("the pool could not hold the initial live set");
+      for (auto _ : state) {
+      }
+      return 0;
+    }
   }
   const size_t mask = w.idx.size() - 1;
   auto step = [&](size_t i) {

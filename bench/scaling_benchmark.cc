@@ -18,7 +18,7 @@ void BM_Scaling(benchmark::State& state) {
   const RandomWorkload w = MakeRandomWorkload(k, 256, kMiB, 42);
   std::vector<void*> live(k);
   std::vector<size_t> live_size(k);
-  RunWithPool<Kind::kBfc>(state, 64 * kTiB, [&](auto& pool) {
+  RunWithPool<Kind::kBfc>(state, 4 * kTiB, [&](auto& pool) {
     const size_t steps = RunRandom(state, pool, w, live, live_size);
     SetOpCounters(state, 2);
     return RunInfo{RandomPeakLive(w, steps)};
