@@ -175,6 +175,18 @@ void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes) {
 
 void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
                              const AllocationAttributes& attr) {
+  // Fast path: a valid request at the default alignment that an existing
+  // free chunk satisfies. FindChunkPtr changes nothing when it fails, so a
+  // miss falls through to the full path, which repeats the search before
+  // growing (or waiting), exactly as before.
+  if (alignment <= kMinAllocationSize && IsPowerOfTwo(alignment) &&
+      num_bytes - 1 < internal::kMaxRoundableBytes) {
+    const size_t rounded = RoundedBytes(num_bytes);
+    internal::MutexLock lock(&mutex_);
+    void* ptr =
+        FindChunkPtr(BinNumForSize(rounded), alignment, rounded, num_bytes);
+    if (ptr != nullptr) return ptr;
+  }
   size_t rounded = 0;
   std::string error;
   switch (CheckRequest(alignment, num_bytes, &rounded, &error)) {
@@ -286,20 +298,26 @@ void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
   while (candidates != 0) {
     const BinNum b = __builtin_ctz(candidates);
     candidates &= candidates - 1;
-    const internal::Bin::Entry* entry;
+    internal::Bin::Entry entry;
+    bool found;
     if (!over_aligned) {
-      entry = bins_[b].FindBestFit(rounded_bytes);
+      found = bins_[b].TakeBestFit(rounded_bytes, &entry);
     } else {
-      entry =
-          bins_[b].FindFirst(rounded_bytes, [&](const internal::Bin::Entry& e) {
+      found = bins_[b].TakeFirst(
+          rounded_bytes,
+          [&](const internal::Bin::Entry& e) {
             const uintptr_t pad = AlignUp(e.addr, alignment) - e.addr;
             return e.size >= pad && e.size - pad >= rounded_bytes;
-          });
+          },
+          &entry);
     }
-    if (entry == nullptr) continue;
+    if (!found) continue;
 
-    ChunkHandle h = entry->handle;
-    RemoveFreeChunkFromBin(h);  // `entry` is dangling from here on.
+    // Taken out of its bin with the search's own iterator (no second
+    // descent by key).
+    ChunkHandle h = entry.handle;
+    if (bins_[b].empty()) non_empty_bins_ &= ~(uint32_t{1} << b);
+    chunks_[h].bin_num = kInvalidBinNum;
     if (over_aligned) {
       const size_t pad =
           AlignUp(chunks_[h].addr(), alignment) - chunks_[h].addr();

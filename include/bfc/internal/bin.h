@@ -167,6 +167,31 @@ class Bin {
     return nullptr;
   }
 
+  // Removes and returns (in *out) the best fit, as FindBestFit picks it, with
+  // one descent (no second search by key). False when no entry fits.
+  bool TakeBestFit(size_t min_size, Entry* out) {
+    auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
+    if (it == free_chunks_.end()) return false;
+    *out = *it;
+    free_chunks_.erase(it);
+    total_bytes_ -= out->size;
+    return true;
+  }
+  // Removes and returns the entry FindFirst(min_size, accept) picks.
+  template <typename Pred>
+  bool TakeFirst(size_t min_size, Pred accept, Entry* out) {
+    for (auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
+         it != free_chunks_.end(); ++it) {
+      if (accept(*it)) {
+        *out = *it;
+        free_chunks_.erase(it);
+        total_bytes_ -= out->size;
+        return true;
+      }
+    }
+    return false;
+  }
+
   // The largest free chunk, or nullptr when empty.
   const Entry* Largest() const;
 
