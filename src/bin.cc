@@ -4,8 +4,12 @@
 namespace bfc::internal {
 
 bool Bin::Contains(size_t size, const void* ptr) const {
-  return free_chunks_.contains(
-      Entry{size, reinterpret_cast<uintptr_t>(ptr), 0});
+  const Entry key{size, reinterpret_cast<uintptr_t>(ptr), 0};
+  if (small_) {
+    const Entry* pos = SmallLowerBound(key);
+    return pos != small_end() && !Less()(key, *pos);
+  }
+  return free_chunks_.contains(key);
 }
 
 NodePool::~NodePool() {
@@ -29,6 +33,7 @@ void NodePool::DeallocateSlow(void* p, size_t bytes) {
 }
 
 const Bin::Entry* Bin::Largest() const {
+  if (small_) return num_small_ == 0 ? nullptr : small_end() - 1;
   return free_chunks_.empty() ? nullptr : &*free_chunks_.rbegin();
 }
 

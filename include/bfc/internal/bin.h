@@ -15,6 +15,7 @@
 #ifndef BFC_INTERNAL_BIN_H_
 #define BFC_INTERNAL_BIN_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -134,17 +135,38 @@ class Bin {
   // Adds a free chunk. Returns false (and changes nothing) if a chunk with the
   // same address is already present at that size.
   bool Insert(size_t size, const void* ptr, ChunkHandle h) {
-    const bool inserted =
-        free_chunks_.insert(Entry{size, reinterpret_cast<uintptr_t>(ptr), h})
-            .second;
+    const Entry e{size, reinterpret_cast<uintptr_t>(ptr), h};
+    bool inserted;
+    if (small_) {
+      Entry* pos = SmallLowerBound(e);
+      if (pos != small_end() && !Less()(e, *pos)) return false;
+      if (num_small_ < kSmallCapacity) {
+        std::copy_backward(pos, small_end(), small_end() + 1);
+        *pos = e;
+        ++num_small_;
+        total_bytes_ += size;
+        return true;
+      }
+      ToLarge();
+    }
+    inserted = free_chunks_.insert(e).second;
     if (inserted) total_bytes_ += size;
     return inserted;
   }
   // Removes the chunk keyed (size, ptr). Returns false if it was not present.
   bool Erase(size_t size, const void* ptr) {
-    const bool erased = free_chunks_.erase(Entry{
-                            size, reinterpret_cast<uintptr_t>(ptr), 0}) > 0;
-    if (erased) total_bytes_ -= size;
+    const Entry key{size, reinterpret_cast<uintptr_t>(ptr), 0};
+    if (small_) {
+      Entry* pos = SmallLowerBound(key);
+      if (pos == small_end() || Less()(key, *pos)) return false;
+      SmallErase(pos);
+      return true;
+    }
+    const bool erased = free_chunks_.erase(key) > 0;
+    if (erased) {
+      total_bytes_ -= size;
+      MaybeToSmall();
+    }
     return erased;
   }
   bool Contains(size_t size, const void* ptr) const;
@@ -152,6 +174,10 @@ class Bin {
   // Best fit: the first entry in (size, address) order with size >= min_size,
   // or nullptr.
   const Entry* FindBestFit(size_t min_size) const {
+    if (small_) {
+      const Entry* pos = SmallLowerBound(Entry{min_size, 0, 0});
+      return pos == small_end() ? nullptr : pos;
+    }
     auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
     return it == free_chunks_.end() ? nullptr : &*it;
   }
@@ -160,6 +186,13 @@ class Bin {
   // `accept(entry)` is true, or nullptr. Used for over-aligned requests.
   template <typename Pred>
   const Entry* FindFirst(size_t min_size, Pred accept) const {
+    if (small_) {
+      for (const Entry* p = SmallLowerBound(Entry{min_size, 0, 0});
+           p != small_end(); ++p) {
+        if (accept(*p)) return p;
+      }
+      return nullptr;
+    }
     for (auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
          it != free_chunks_.end(); ++it) {
       if (accept(*it)) return &*it;
@@ -168,24 +201,44 @@ class Bin {
   }
 
   // Removes and returns (in *out) the best fit, as FindBestFit picks it, with
-  // one descent (no second search by key). False when no entry fits.
+  // one search (no second search by key). False when no entry fits.
   bool TakeBestFit(size_t min_size, Entry* out) {
+    if (small_) {
+      Entry* pos = SmallLowerBound(Entry{min_size, 0, 0});
+      if (pos == small_end()) return false;
+      *out = *pos;
+      SmallErase(pos);
+      return true;
+    }
     auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
     if (it == free_chunks_.end()) return false;
     *out = *it;
     free_chunks_.erase(it);
     total_bytes_ -= out->size;
+    MaybeToSmall();
     return true;
   }
   // Removes and returns the entry FindFirst(min_size, accept) picks.
   template <typename Pred>
   bool TakeFirst(size_t min_size, Pred accept, Entry* out) {
+    if (small_) {
+      for (Entry* p = SmallLowerBound(Entry{min_size, 0, 0});
+           p != small_end(); ++p) {
+        if (accept(*p)) {
+          *out = *p;
+          SmallErase(p);
+          return true;
+        }
+      }
+      return false;
+    }
     for (auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
          it != free_chunks_.end(); ++it) {
       if (accept(*it)) {
         *out = *it;
         free_chunks_.erase(it);
         total_bytes_ -= out->size;
+        MaybeToSmall();
         return true;
       }
     }
@@ -195,14 +248,19 @@ class Bin {
   // The largest free chunk, or nullptr when empty.
   const Entry* Largest() const;
 
-  bool empty() const { return free_chunks_.empty(); }
-  size_t size() const { return free_chunks_.size(); }
+  bool empty() const { return small_ ? num_small_ == 0 : free_chunks_.empty(); }
+  size_t size() const { return small_ ? num_small_ : free_chunks_.size(); }
   size_t total_bytes() const { return total_bytes_; }
-  // Heap bytes held by the set's nodes (live and recycled).
+  // Heap bytes held by the set's nodes (live and recycled). The small array
+  // is part of the Bin itself.
   size_t node_bytes() const { return pool_->bytes_held(); }
 
   template <typename F>
   void ForEach(F f) const {
+    if (small_) {
+      for (const Entry* p = small_begin(); p != small_end(); ++p) f(*p);
+      return;
+    }
     for (const Entry& e : free_chunks_) f(e);
   }
 
@@ -213,10 +271,49 @@ class Bin {
       return a.addr < b.addr;
     }
   };
+  // A bin holding at most kSmallCapacity entries keeps them in a sorted
+  // inline array (a binary search and a short move per operation, no node
+  // management); it switches to the B-tree when the array overflows and back
+  // when the tree shrinks to kSmallCapacity / 4 entries (hysteresis, so a bin
+  // hovering at the limit does not convert on every operation). Both hold
+  // the same entries in the same (size, address) order.
+  static constexpr uint32_t kSmallCapacity = 16;
+
+  Entry* small_begin() { return small_entries_; }
+  Entry* small_end() { return small_entries_ + num_small_; }
+  const Entry* small_begin() const { return small_entries_; }
+  const Entry* small_end() const { return small_entries_ + num_small_; }
+  Entry* SmallLowerBound(const Entry& key) {
+    return std::lower_bound(small_begin(), small_end(), key, Less());
+  }
+  const Entry* SmallLowerBound(const Entry& key) const {
+    return std::lower_bound(small_begin(), small_end(), key, Less());
+  }
+  void SmallErase(Entry* pos) {
+    total_bytes_ -= pos->size;
+    std::copy(pos + 1, small_end(), pos);
+    --num_small_;
+  }
+  void ToLarge() {
+    free_chunks_.insert(small_begin(), small_end());
+    num_small_ = 0;
+    small_ = false;
+  }
+  void MaybeToSmall() {
+    if (free_chunks_.size() > kSmallCapacity / 4) return;
+    num_small_ = 0;
+    for (const Entry& e : free_chunks_) small_entries_[num_small_++] = e;
+    free_chunks_.clear();
+    small_ = true;
+  }
+
   // Declared first: destroyed after the set that returns its nodes to it.
   std::unique_ptr<NodePool> pool_;
   absl::btree_set<Entry, Less, PoolAllocator<Entry>> free_chunks_;
   size_t total_bytes_ = 0;
+  bool small_ = true;
+  uint32_t num_small_ = 0;
+  Entry small_entries_[kSmallCapacity];
 };
 
 }  // namespace bfc::internal
