@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "bfc/log.h"
 
 namespace bfc {
@@ -37,18 +38,12 @@ uintptr_t AlignUp(uintptr_t a, size_t alignment) {
   return (a + alignment - 1) & ~(static_cast<uintptr_t>(alignment) - 1);
 }
 
-// "1.5GiB", "256B": TF's HumanReadableNumBytes style.
+// "1.50GiB", "256B": TF's HumanReadableNumBytes style (no space), which log
+// scrapers of TF's OOM messages expect.
 std::string HumanBytes(int64_t num_bytes) {
-  if (num_bytes < 1024) return absl::StrCat(num_bytes, "B");
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB",
-                                       "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(num_bytes) / 1024.0;
-  int unit = 0;
-  while (v >= 1024.0 && unit < 5) {
-    v /= 1024.0;
-    ++unit;
-  }
-  return absl::StrFormat("%.2f%s", v, kUnits[unit]);
+  return absl::StrReplaceAll(HumanReadableBytes(static_cast<uint64_t>(
+                                 std::max<int64_t>(num_bytes, 0))),
+                             {{" ", ""}});
 }
 
 int64_t MaxInternalFragmentation(double fraction, size_t total_memory) {
@@ -953,21 +948,21 @@ absl::Status Allocator::ValidateLocked() const {
     absl::Status status;
     // Runs inside ForEach, with mutex_ held: the analysis does not follow
     // the lock into a lambda.
-    bins_[b].ForEach([&](const internal::Bin::Entry& e)
-                         ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      if (!status.ok()) return;
-      if (!chunks_.InRange(e.handle)) {
-        status = fail("bin ", b, " holds out-of-range handle ", e.handle);
-        return;
-      }
-      const Chunk& c = chunks_[e.handle];
-      if (c.in_use() || c.addr() != e.addr || c.size != e.size ||
-          c.bin_num != b) {
-        status = fail("bin ", b, " entry (", e.size, ", ",
-                      absl::StrFormat("%#x", e.addr), ") does not match ",
-                      c.DebugString());
-      }
-    });
+    bins_[b].ForEach(
+        [&](const internal::Bin::Entry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          if (!status.ok()) return;
+          if (!chunks_.InRange(e.handle)) {
+            status = fail("bin ", b, " holds out-of-range handle ", e.handle);
+            return;
+          }
+          const Chunk& c = chunks_[e.handle];
+          if (c.in_use() || c.addr() != e.addr || c.size != e.size ||
+              c.bin_num != b) {
+            status = fail("bin ", b, " entry (", e.size, ", ",
+                          absl::StrFormat("%#x", e.addr), ") does not match ",
+                          c.DebugString());
+          }
+        });
     if (!status.ok()) return status;
     bin_entries += bins_[b].size();
     bin_bytes += bins_[b].total_bytes();
