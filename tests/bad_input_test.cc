@@ -47,8 +47,7 @@ class BadInputTest : public ::testing::TestWithParam<Config> {
     fake.supports_coalescing = GetParam().coalescing;
     journal_ = std::make_shared<SubAllocatorJournal>();
     alloc_ = std::make_unique<Allocator>(
-        std::make_unique<FakeSubAllocator>(fake, journal_), kLimit, "bad",
-        o);
+        std::make_unique<FakeSubAllocator>(fake, journal_), kLimit, "bad", o);
     other_ = std::make_unique<Allocator>(
         std::make_unique<FakeSubAllocator>(fake), kLimit, "other", o);
     // Some state to protect: live chunks, a free chunk between live ones, a
@@ -138,14 +137,14 @@ class BadInputTest : public ::testing::TestWithParam<Config> {
   // and InvalidArgument (or ResourceExhausted for `oom`).
   void ExpectBadRequest(size_t alignment, size_t num_bytes,
                         const std::string& message, bool oom = false) {
-    SCOPED_TRACE(::testing::Message() << "alignment " << alignment << " size "
-                                      << num_bytes);
+    SCOPED_TRACE(::testing::Message()
+                 << "alignment " << alignment << " size " << num_bytes);
     const AllocatorStats s0 = *alloc_->GetStats();
     {
       LogCapture log;
       EXPECT_EQ(alloc_->AllocateRaw(alignment, num_bytes), nullptr);
-      EXPECT_TRUE(log.Contains(message, oom ? LogSeverity::kWarning
-                                            : LogSeverity::kError))
+      EXPECT_TRUE(log.Contains(
+          message, oom ? LogSeverity::kWarning : LogSeverity::kError))
           << "no log line with '" << message << "'";
     }
     absl::StatusOr<void*> p = alloc_->Allocate(num_bytes, alignment);
@@ -197,8 +196,8 @@ TEST_P(BadInputTest, SizeMax) {
 TEST_P(BadInputTest, RoundingTo256Overflows) {
   // Every size above the largest multiple of 256 overflows when rounded.
   const size_t max_roundable = internal::kMaxRoundableBytes;
-  for (size_t n : {max_roundable + 1, SIZE_MAX - 254, SIZE_MAX - 100,
-                   SIZE_MAX - 1}) {
+  for (size_t n :
+       {max_roundable + 1, SIZE_MAX - 254, SIZE_MAX - 100, SIZE_MAX - 1}) {
     ExpectBadRequest(256, n, "overflows");
   }
 }
@@ -219,14 +218,13 @@ TEST_P(BadInputTest, AlignmentPaddingOverflowsUnderAHugeLimit) {
   Allocator::Options o;
   o.allow_retry_on_failure = false;
   o.allow_growth = GetParam().allow_growth;
-  Allocator huge(std::make_unique<FakeSubAllocator>(
-                     FakeSubAllocator::Options{}, journal),
-                 SIZE_MAX, "huge", o);
+  Allocator huge(
+      std::make_unique<FakeSubAllocator>(FakeSubAllocator::Options{}, journal),
+      SIZE_MAX, "huge", o);
   LogCapture log;
   EXPECT_EQ(huge.AllocateRaw(size_t{1} << 40, SIZE_MAX - (size_t{1} << 39)),
             nullptr);
-  EXPECT_EQ(huge.AllocateRaw(size_t{1} << 63, (size_t{3} << 62) + 1),
-            nullptr);
+  EXPECT_EQ(huge.AllocateRaw(size_t{1} << 63, (size_t{3} << 62) + 1), nullptr);
   EXPECT_EQ(huge.Allocate(SIZE_MAX - (size_t{1} << 40), size_t{1} << 41)
                 .status()
                 .code(),
@@ -267,9 +265,8 @@ TEST_P(BadInputTest, OverTheLimitDoesNotWaitForARetry) {
 }
 
 TEST_P(BadInputTest, AlignmentNotAPowerOfTwo) {
-  for (size_t alignment :
-       {size_t{0}, size_t{3}, size_t{48}, size_t{257}, size_t{768},
-        (size_t{1} << 40) + 1, SIZE_MAX}) {
+  for (size_t alignment : {size_t{0}, size_t{3}, size_t{48}, size_t{257},
+                           size_t{768}, (size_t{1} << 40) + 1, SIZE_MAX}) {
     ExpectBadRequest(alignment, 1024, "not a power of two");
   }
 }
@@ -306,8 +303,8 @@ TEST_P(BadInputTest, MallocHeapAddress) {
 
 TEST_P(BadInputTest, InsideALiveChunk) {
   char* p = static_cast<char*>(live_);
-  for (size_t off : {size_t{1}, size_t{8}, size_t{255}, size_t{256},
-                     size_t{4095}}) {
+  for (size_t off :
+       {size_t{1}, size_t{8}, size_t{255}, size_t{256}, size_t{4095}}) {
     ExpectInvalidFree(p + off, "interior live " + std::to_string(off),
                       "bytes into a live chunk");
   }
@@ -327,7 +324,8 @@ TEST_P(BadInputTest, InsideAFreeChunk) {
 TEST_P(BadInputTest, OnePastARegion) {
   // Without coalescing regions may still be adjacent in address space (the
   // fake hands out contiguous blocks), but only one exists here.
-  ASSERT_EQ(*alloc_->GetStats()->pool_bytes, static_cast<int64_t>(region_size_));
+  ASSERT_EQ(*alloc_->GetStats()->pool_bytes,
+            static_cast<int64_t>(region_size_));
   ExpectInvalidFree(region_base_ + region_size_, "one past",
                     "not allocated by this allocator");
   ExpectInvalidFree(region_base_ - 256, "one chunk before",
@@ -410,7 +408,8 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.name);
     });
 
-// --- abort_on_invalid_input ---------------------------------------------------
+// --- abort_on_invalid_input
+// ---------------------------------------------------
 
 class AbortOnInvalidInputDeathTest : public ::testing::Test {
  protected:
@@ -420,8 +419,8 @@ class AbortOnInvalidInputDeathTest : public ::testing::Test {
     o.allow_retry_on_failure = false;
     o.abort_on_invalid_input = true;
     alloc_ = std::make_unique<Allocator>(
-        std::make_unique<FakeSubAllocator>(FakeSubAllocator::Options{}),
-        kLimit, "abort", o);
+        std::make_unique<FakeSubAllocator>(FakeSubAllocator::Options{}), kLimit,
+        "abort", o);
     live_ = alloc_->AllocateRaw(256, 4096);
     ASSERT_NE(live_, nullptr);
   }

@@ -56,8 +56,7 @@ struct Block {
 
 class ConcurrencyTest : public ::testing::TestWithParam<int> {
  protected:
-  std::unique_ptr<Allocator> MakeAllocator(size_t limit,
-                                           Allocator::Options o) {
+  std::unique_ptr<Allocator> MakeAllocator(size_t limit, Allocator::Options o) {
     return std::make_unique<Allocator>(std::make_unique<HostSubAllocator>(),
                                        limit, "concurrent", o);
   }
@@ -91,7 +90,8 @@ TEST_P(ConcurrencyTest, MixedWorkloadKeepsEveryInvariant) {
     for (int i = 0; i < ops; ++i) {
       const int what = static_cast<int>(rng() % 100);
       if (what < 45) {
-        const size_t size = 16 + rng() % (rng() % 8 == 0 ? 3 * kMiB : 32 * kKiB);
+        const size_t size =
+            16 + rng() % (rng() % 8 == 0 ? 3 * kMiB : 32 * kKiB);
         const size_t alignment = size_t{1} << (rng() % 14);
         AllocationAttributes attr;
         attr.retry_on_failure = rng() % 2 == 0;
@@ -124,8 +124,7 @@ TEST_P(ConcurrencyTest, MixedWorkloadKeepsEveryInvariant) {
         }
       } else if (what < 92) {
         std::optional<AllocatorStats> s = alloc->GetStats();
-        if (!s || s->bytes_in_use < 0 ||
-            s->bytes_in_use > *s->pool_bytes ||
+        if (!s || s->bytes_in_use < 0 || s->bytes_in_use > *s->pool_bytes ||
             *s->pool_bytes > static_cast<int64_t>(24 * kMiB)) {
           ++failures;
         }
@@ -159,7 +158,8 @@ TEST_P(ConcurrencyTest, MixedWorkloadKeepsEveryInvariant) {
 }
 
 TEST_P(ConcurrencyTest, OomUnderLoadFailsCleanlyWithinTheRetryTimeout) {
-  Fuse fuse(absl::Seconds(120), "OomUnderLoadFailsCleanlyWithinTheRetryTimeout");
+  Fuse fuse(absl::Seconds(120),
+            "OomUnderLoadFailsCleanlyWithinTheRetryTimeout");
   LogCapture log;
   Allocator::Options o;
   o.allow_growth = false;
@@ -267,8 +267,12 @@ TEST_P(ConcurrencyTest, ConcurrentInvalidFreesChangeNothing) {
       int local = 0;
       for (int i = 0; i < per_thread; ++i) {
         switch ((i + t) % 3) {
-          case 0: alloc->DeallocateRaw(&local); break;
-          case 1: alloc->DeallocateRaw(static_cast<char*>(live) + 256); break;
+          case 0:
+            alloc->DeallocateRaw(&local);
+            break;
+          case 1:
+            alloc->DeallocateRaw(static_cast<char*>(live) + 256);
+            break;
           default: {
             void* p = alloc->AllocateRaw(256, 512);
             alloc->DeallocateRaw(p);

@@ -29,7 +29,8 @@ using ::bfc::testing::SubAllocatorJournal;
 constexpr size_t kKiB = size_t{1} << 10;
 constexpr size_t kMiB = size_t{1} << 20;
 
-class DestructionTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {
+class DestructionTest
+    : public ::testing::TestWithParam<std::tuple<bool, bool>> {
  protected:
   std::unique_ptr<Allocator> Make(size_t limit) {
     Allocator::Options o;
@@ -69,9 +70,9 @@ TEST_P(DestructionTest, OutstandingAllocationsAreReportedAndRegionsReturned) {
   const size_t regions_taken = journal_->alloc_results.size();
   LogCapture log;
   a.reset();
-  EXPECT_TRUE(log.Contains(std::to_string(outstanding) +
-                               " outstanding allocation(s)",
-                           LogSeverity::kWarning));
+  EXPECT_TRUE(
+      log.Contains(std::to_string(outstanding) + " outstanding allocation(s)",
+                   LogSeverity::kWarning));
   EXPECT_TRUE(log.Contains("(" + std::to_string(live_bytes) + " bytes)",
                            LogSeverity::kWarning));
   EXPECT_EQ(journal_->bytes_outstanding, 0u);
@@ -143,8 +144,8 @@ TEST(DestructionHostTest, LiveAllocationsDoNotLeakRegions) {
     }
     a.reset();
   }
-  EXPECT_TRUE(log.Contains("20 outstanding allocation(s)",
-                           LogSeverity::kWarning));
+  EXPECT_TRUE(
+      log.Contains("20 outstanding allocation(s)", LogSeverity::kWarning));
 }
 
 TEST(DestructionHostTest, AllocatorsOnManyThreadsDestroyedWhileOthersRun) {

@@ -33,17 +33,32 @@ using ::bfc::testing::SubAllocatorJournal;
 constexpr size_t kKiB = size_t{1} << 10;
 constexpr size_t kMiB = size_t{1} << 20;
 
-enum class Fault { kNone, kFail, kFailFromHereOn, kMisalign, kShort, kOverlap, kLong };
+enum class Fault {
+  kNone,
+  kFail,
+  kFailFromHereOn,
+  kMisalign,
+  kShort,
+  kOverlap,
+  kLong
+};
 
 const char* FaultName(Fault f) {
   switch (f) {
-    case Fault::kNone: return "none";
-    case Fault::kFail: return "fail";
-    case Fault::kFailFromHereOn: return "fail-from-here-on";
-    case Fault::kMisalign: return "misaligned";
-    case Fault::kShort: return "short";
-    case Fault::kOverlap: return "overlapping";
-    case Fault::kLong: return "long";
+    case Fault::kNone:
+      return "none";
+    case Fault::kFail:
+      return "fail";
+    case Fault::kFailFromHereOn:
+      return "fail-from-here-on";
+    case Fault::kMisalign:
+      return "misaligned";
+    case Fault::kShort:
+      return "short";
+    case Fault::kOverlap:
+      return "overlapping";
+    case Fault::kLong:
+      return "long";
   }
   return "?";
 }
@@ -60,22 +75,31 @@ struct Setup {
 // of sub-allocator Alloc calls the run made. Fails the test (with context) on
 // any broken promise.
 size_t RunScript(const Setup& setup, Fault fault, size_t n) {
-  SCOPED_TRACE(::testing::Message() << setup.name << ", " << FaultName(fault)
-                                    << " at call " << n);
+  SCOPED_TRACE(::testing::Message()
+               << setup.name << ", " << FaultName(fault) << " at call " << n);
   auto journal = std::make_shared<SubAllocatorJournal>();
   FakeSubAllocator::Options fake;
   fake.supports_coalescing = setup.coalescing;
   fake.capacity = 4 * setup.limit;
   auto at_n = [n](size_t call) { return call == n; };
   switch (fault) {
-    case Fault::kNone: break;
-    case Fault::kFail: fake.fail_if = [n](size_t c, size_t) { return c == n; }; break;
+    case Fault::kNone:
+      break;
+    case Fault::kFail:
+      fake.fail_if = [n](size_t c, size_t) { return c == n; };
+      break;
     case Fault::kFailFromHereOn:
       fake.fail_if = [n](size_t c, size_t) { return c >= n; };
       break;
-    case Fault::kMisalign: fake.misalign_if = at_n; break;
-    case Fault::kShort: fake.short_if = at_n; break;
-    case Fault::kOverlap: fake.overlap_if = at_n; break;
+    case Fault::kMisalign:
+      fake.misalign_if = at_n;
+      break;
+    case Fault::kShort:
+      fake.short_if = at_n;
+      break;
+    case Fault::kOverlap:
+      fake.overlap_if = at_n;
+      break;
     case Fault::kLong:
       fake.long_if = at_n;
       fake.long_extra_bytes = 4 * kKiB;
@@ -91,8 +115,8 @@ size_t RunScript(const Setup& setup, Fault fault, size_t n) {
   o.garbage_collection = setup.garbage_collection;
   o.allow_retry_on_failure = false;
   LogCapture log;  // keep the refusals off stderr
-  auto alloc = std::make_unique<Allocator>(std::move(sub), setup.limit,
-                                           "fault", o);
+  auto alloc =
+      std::make_unique<Allocator>(std::move(sub), setup.limit, "fault", o);
 
   struct Live {
     size_t requested;
@@ -103,7 +127,8 @@ size_t RunScript(const Setup& setup, Fault fault, size_t n) {
   int step = 0;
 
   auto check = [&](const std::string& what) {
-    SCOPED_TRACE(::testing::Message() << "step " << step << " (" << what << ")");
+    SCOPED_TRACE(::testing::Message()
+                 << "step " << step << " (" << what << ")");
     const absl::Status v = alloc->Validate();
     ASSERT_TRUE(v.ok()) << v;
     const AllocatorStats s = *alloc->GetStats();
@@ -166,7 +191,8 @@ size_t RunScript(const Setup& setup, Fault fault, size_t n) {
   // --- The script ----------------------------------------------------------
   for (int i = 0; i < 6; ++i) {
     allocate(100 * kKiB + 1000 * i, 256, /*must=*/true);
-    if (::testing::Test::HasFatalFailure()) return journal->alloc_requests.size();
+    if (::testing::Test::HasFatalFailure())
+      return journal->alloc_requests.size();
   }
   allocate(3 * kMiB, 256, /*must=*/true);
   allocate(5000, 4096, /*must=*/true);
@@ -186,7 +212,7 @@ size_t RunScript(const Setup& setup, Fault fault, size_t n) {
   allocate(256);
   allocate(1);
   if (::testing::Test::HasFatalFailure()) return journal->alloc_requests.size();
-  free_some(1, 0);  // everything
+  free_some(1, 0);            // everything
   allocate(setup.limit / 2);  // needs GC (or a fresh region) to fit
   allocate(setup.limit / 4, 2 * kMiB);
   if (::testing::Test::HasFatalFailure()) return journal->alloc_requests.size();
@@ -241,14 +267,16 @@ TEST_P(FaultInjectionTest, RefusalsAreCountedAndLogged) {
     FakeSubAllocator::Options fake;
     fake.supports_coalescing = GetParam().coalescing;
     // Call 0 is a good region; call 1 misbehaves.
-    if (fault == Fault::kMisalign) fake.misalign_if = [](size_t c) { return c == 1; };
+    if (fault == Fault::kMisalign)
+      fake.misalign_if = [](size_t c) { return c == 1; };
     if (fault == Fault::kShort) fake.short_if = [](size_t c) { return c == 1; };
-    if (fault == Fault::kOverlap) fake.overlap_if = [](size_t c) { return c == 1; };
+    if (fault == Fault::kOverlap)
+      fake.overlap_if = [](size_t c) { return c == 1; };
     Allocator::Options o;
     o.allow_retry_on_failure = false;
     LogCapture log;
-    Allocator a(std::make_unique<FakeSubAllocator>(fake, journal),
-                64 * kMiB, "refuse", o);
+    Allocator a(std::make_unique<FakeSubAllocator>(fake, journal), 64 * kMiB,
+                "refuse", o);
     void* p = a.AllocateRaw(256, 2 * kMiB);  // fills the first 2 MiB region
     ASSERT_NE(p, nullptr);
     void* q = a.AllocateRaw(256, kMiB);  // call 1 refused, call 2 succeeds

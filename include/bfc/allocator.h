@@ -59,7 +59,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-
 #include <vector>
 
 #include "absl/base/thread_annotations.h"

@@ -47,14 +47,9 @@
 namespace bfc::fuzz {
 
 inline constexpr size_t kMaxOpsPerInput = 4096;
-inline constexpr size_t kLimits[8] = {100,
-                                      4 << 10,
-                                      (64 << 10) + 768,
-                                      1 << 20,
-                                      (3 << 20) + 256,
-                                      8 << 20,
-                                      64 << 20,
-                                      size_t{1} << 30};
+inline constexpr size_t kLimits[8] = {
+    100,     4 << 10,  (64 << 10) + 768, 1 << 20, (3 << 20) + 256,
+    8 << 20, 64 << 20, size_t{1} << 30};
 
 class Reader {
  public:
@@ -145,16 +140,25 @@ class Harness {
           return (which >> (call % 5)) & 1;
         };
         break;
-      case 5: f.misalign_if = [which](size_t call) { return call % 8 == (which & 7); }; break;
-      case 6: f.short_if = [which](size_t call) { return call % 8 == (which & 7); }; break;
+      case 5:
+        f.misalign_if = [which](size_t call) {
+          return call % 8 == (which & 7);
+        };
+        break;
+      case 6:
+        f.short_if = [which](size_t call) { return call % 8 == (which & 7); };
+        break;
       case 7:
         if (which & 16) {
           f.long_if = [which](size_t call) { return call % 4 == (which & 3); };
         } else {
-          f.overlap_if = [which](size_t call) { return call % 8 == (which & 7); };
+          f.overlap_if = [which](size_t call) {
+            return call % 8 == (which & 7);
+          };
         }
         break;
-      default: break;
+      default:
+        break;
     }
     config_ = absl::StrFormat(
         "limit %d growth %d gc %d coalescing %d retry %d gap %d faults %d/%d "
@@ -174,21 +178,25 @@ class Harness {
     switch (cls % 8) {
       case 0:
       case 1:
-      case 2: return 1 + r % 4096;
-      case 3: return 1 + r % (256 << 10);
-      case 4: return 1 + r % (4 << 20);
+      case 2:
+        return 1 + r % 4096;
+      case 3:
+        return 1 + r % (256 << 10);
+      case 4:
+        return 1 + r % (4 << 20);
       case 5: {
         const size_t l = limit_;
         const size_t choices[] = {l / 8, l / 4, l / 2, l > 256 ? l - 256 : 1,
-                                  l, l + 1, 2 * l, 256};
+                                  l,     l + 1, 2 * l, 256};
         return std::max<size_t>(choices[r % 8], 1);
       }
-      case 6: return 256 * (1 + r % 64);
+      case 6:
+        return 256 * (1 + r % 64);
       default: {
         const size_t m = internal::kMaxRoundableBytes;
-        const size_t choices[] = {SIZE_MAX,      SIZE_MAX - 254, m,
-                                  m + 1,         size_t{1} << 63,
-                                  0,             SIZE_MAX / 2,   m - 255};
+        const size_t choices[] = {SIZE_MAX,     SIZE_MAX - 254,  m,
+                                  m + 1,        size_t{1} << 63, 0,
+                                  SIZE_MAX / 2, m - 255};
         return choices[r % 8];
       }
     }
@@ -198,7 +206,7 @@ class Harness {
     const uint8_t b = in_.u8();
     if (b < 128) return 256;
     if (b < 240) return size_t{1} << (b % 23);
-    const size_t bad[] = {0, 3, 48, size_t{1} << 40, size_t{1} << 63,
+    const size_t bad[] = {0,        3,   48, size_t{1} << 40, size_t{1} << 63,
                           SIZE_MAX, 768, 257};
     return bad[b % 8];
   }
@@ -240,7 +248,8 @@ class Harness {
                                           ? absl::StatusCode::kResourceExhausted
                                           : absl::StatusCode::kInvalidArgument;
         if (r.status().code() != want) {
-          return Fail(absl::StrCat("Allocate returned ", r.status().ToString()));
+          return Fail(
+              absl::StrCat("Allocate returned ", r.status().ToString()));
         }
       }
     } else {
@@ -295,7 +304,8 @@ class Harness {
     if (status_call) {
       const absl::Status s = alloc_->Deallocate(p);
       if (p == nullptr || valid) {
-        if (!s.ok()) return Fail(absl::StrCat("valid free failed: ", s.ToString()));
+        if (!s.ok())
+          return Fail(absl::StrCat("valid free failed: ", s.ToString()));
       } else if (s.code() != absl::StatusCode::kInvalidArgument) {
         return Fail(absl::StrCat("invalid free returned ", s.ToString()));
       }
@@ -313,7 +323,8 @@ class Harness {
     in_use_ -= static_cast<int64_t>(it->second.allocated);
     live_.erase(it);
     recently_freed_.push_back(p);
-    if (recently_freed_.size() > 16) recently_freed_.erase(recently_freed_.begin());
+    if (recently_freed_.size() > 16)
+      recently_freed_.erase(recently_freed_.begin());
   }
 
   void* NthLive(uint16_t k) {
@@ -329,14 +340,18 @@ class Harness {
     const uint8_t kind = in_.u8();
     const uint16_t k = in_.u16();
     switch (kind % 8) {
-      case 0: return nullptr;
-      case 1: return &stack_probe;
-      case 2: return heap_probe + (k % 64);
+      case 0:
+        return nullptr;
+      case 1:
+        return &stack_probe;
+      case 2:
+        return heap_probe + (k % 64);
       case 3: {  // inside a live chunk
         if (live_.empty()) return nullptr;
         auto it = live_.begin();
         std::advance(it, k % live_.size());
-        return reinterpret_cast<void*>(it->first + 1 + k % it->second.allocated);
+        return reinterpret_cast<void*>(it->first + 1 +
+                                       k % it->second.allocated);
       }
       case 4:  // a freed pointer (may have been handed out again)
         if (recently_freed_.empty()) return nullptr;
@@ -351,10 +366,11 @@ class Harness {
       case 6: {  // an arbitrary 256-aligned address in the backing range
         const uintptr_t base =
             reinterpret_cast<uintptr_t>(fake_->backing().base());
-        return reinterpret_cast<void*>(
-            base + (static_cast<size_t>(k) * 256) % fake_->backing().capacity());
+        return reinterpret_cast<void*>(base + (static_cast<size_t>(k) * 256) %
+                                                  fake_->backing().capacity());
       }
-      default: return reinterpret_cast<void*>(uintptr_t{0} - 256 * (1 + k % 4));
+      default:
+        return reinterpret_cast<void*>(uintptr_t{0} - 256 * (1 + k % 4));
     }
   }
 
@@ -378,17 +394,25 @@ class Harness {
     ++op_index_;
     const uint8_t op = in_.u8();
     switch (op % 16) {
-      case 0: case 1: case 2: case 3: case 4: case 5:
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4:
+      case 5:
         DoAllocate();
         break;
-      case 6: case 7: case 8: {
+      case 6:
+      case 7:
+      case 8: {
         const uint16_t k = in_.u16();
         const bool status_call = in_.u8() & 1;
         last_op_ = "free live";
         FreeAndCheck(NthLive(k), status_call);
         break;
       }
-      case 9: case 10: {
+      case 9:
+      case 10: {
         void* p = PickBogus();
         const bool status_call = in_.u8() & 1;
         last_op_ = absl::StrFormat("free bogus %p", p);
@@ -440,7 +464,8 @@ class Harness {
     if (!so) return Fail("no stats");
     const AllocatorStats& s = *so;
     if (s.bytes_in_use != in_use_) {
-      return Fail(absl::StrCat("bytes_in_use ", s.bytes_in_use, " model ", in_use_));
+      return Fail(
+          absl::StrCat("bytes_in_use ", s.bytes_in_use, " model ", in_use_));
     }
     if (s.num_allocs != num_allocs_) return Fail("num_allocs");
     if (s.peak_bytes_in_use != peak_) {
@@ -463,7 +488,8 @@ class Harness {
       return Fail(absl::StrCat("pool ", pool, " but the sub-allocator has ",
                                journal_->bytes_outstanding, " outstanding"));
     }
-    if (journal_->invalid_frees != 0) return Fail("a Free the sub-allocator rejected");
+    if (journal_->invalid_frees != 0)
+      return Fail("a Free the sub-allocator rejected");
     // Misaligned, short and overlapping memory is always refused; longer
     // than asked only when it would not fit under the limit.
     const int64_t must_refuse = static_cast<int64_t>(
@@ -490,11 +516,11 @@ class Harness {
     for (const auto& [a, l] : live_) {
       if (a < prev_end) return Fail(absl::StrFormat("live %#x overlaps", a));
       prev_end = a + l.allocated;
-      auto h = std::upper_bound(
-          held.begin(), held.end(), std::make_pair(a, UINTPTR_MAX));
+      auto h = std::upper_bound(held.begin(), held.end(),
+                                std::make_pair(a, UINTPTR_MAX));
       if (h == held.begin() || std::prev(h)->second < a + l.allocated) {
-        return Fail(absl::StrFormat("live %#x+%d is outside sub-allocator memory",
-                                    a, l.allocated));
+        return Fail(absl::StrFormat(
+            "live %#x+%d is outside sub-allocator memory", a, l.allocated));
       }
     }
     // Spot-check the queries on one live pointer per op (all at teardown).
@@ -515,7 +541,8 @@ class Harness {
     CheckModel();
     alloc_.reset();
     if (journal_->bytes_outstanding != 0) {
-      return Fail(absl::StrCat("destruction leaked ", journal_->bytes_outstanding,
+      return Fail(absl::StrCat("destruction leaked ",
+                               journal_->bytes_outstanding,
                                " sub-allocator bytes"));
     }
     if (journal_->invalid_frees != 0) {

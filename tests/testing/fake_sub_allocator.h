@@ -94,7 +94,8 @@ class FakeSubAllocator : public SubAllocator {
       }
       const bool lengthen = options_.long_if && options_.long_if(call);
       p = virtual_.Alloc(
-          alignment, lengthen ? num_bytes + options_.long_extra_bytes : num_bytes,
+          alignment,
+          lengthen ? num_bytes + options_.long_extra_bytes : num_bytes,
           bytes_received);
       if (p != nullptr && lengthen) ++journal_->lengthened;
     }

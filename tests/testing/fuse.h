@@ -42,19 +42,18 @@ inline constexpr int kSanitizerSlowdown = 1;
 class Fuse {
  public:
   Fuse(absl::Duration timeout, std::string what)
-      : what_(std::move(what)),
-        watchdog_([this, timeout] {
+      : what_(std::move(what)), watchdog_([this, timeout] {
           std::unique_lock<std::mutex> lock(mu_);
           const bool disarmed = cv_.wait_for(
               lock, absl::ToChronoMilliseconds(timeout * kSanitizerSlowdown),
               [this] { return disarmed_; });
           if (!disarmed) {
-            std::fprintf(stderr,
-                         "\nFUSE BLOWN: '%s' did not finish within %s; "
-                         "treating it as a hang (deadlock or lost wake-up)\n",
-                         what_.c_str(),
-                         absl::FormatDuration(timeout * kSanitizerSlowdown)
-                             .c_str());
+            std::fprintf(
+                stderr,
+                "\nFUSE BLOWN: '%s' did not finish within %s; "
+                "treating it as a hang (deadlock or lost wake-up)\n",
+                what_.c_str(),
+                absl::FormatDuration(timeout * kSanitizerSlowdown).c_str());
             std::fflush(stderr);
             std::_Exit(3);
           }

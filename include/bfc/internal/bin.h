@@ -222,8 +222,8 @@ class Bin {
   template <typename Pred>
   bool TakeFirst(size_t min_size, Pred accept, Entry* out) {
     if (small_) {
-      for (Entry* p = SmallLowerBound(Entry{min_size, 0, 0});
-           p != small_end(); ++p) {
+      for (Entry* p = SmallLowerBound(Entry{min_size, 0, 0}); p != small_end();
+           ++p) {
         if (accept(*p)) {
           *out = *p;
           SmallErase(p);
