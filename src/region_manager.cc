@@ -82,7 +82,7 @@ const AllocationRegion* RegionManager::RegionFor(const void* p) const {
 
 size_t RegionManager::MetadataBytes() const {
   return regions_.capacity() * sizeof(AllocationRegion) +
-         handles_.capacity() * (sizeof(std::pair<uintptr_t, ChunkHandle>) + 1);
+         handles_.MetadataBytes();
 }
 
 }  // namespace bfc::internal

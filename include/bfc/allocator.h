@@ -306,7 +306,7 @@ class Allocator {
   std::array<internal::Bin, kNumBins> bins_ ABSL_GUARDED_BY(mutex_);
   // Bit b set <=> bins_[b] is non-empty: a best-fit search skips empty bins.
   uint32_t non_empty_bins_ ABSL_GUARDED_BY(mutex_) = 0;
-  internal::RegionManager region_manager_ ABSL_GUARDED_BY(mutex_);
+  internal::RegionManager region_manager_ ABSL_GUARDED_BY(mutex_){&chunks_};
   int64_t next_allocation_id_ ABSL_GUARDED_BY(mutex_) = 1;
   AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
   int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;

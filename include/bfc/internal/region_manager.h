@@ -6,8 +6,9 @@
 // back can be checked (is it ours? is it a chunk start?) and resolved.
 //
 // TensorFlow keeps one handle per 256 bytes of every region (8 bytes of host
-// RAM per 256 bytes of pool: 2 GiB for a 64 GiB pool). Here the map holds one
-// entry per chunk, so host metadata scales with chunks, not bytes.
+// RAM per 256 bytes of pool: 2 GiB for a 64 GiB pool). Here a ChunkMap holds
+// one 8-byte slot per chunk (at most 16/13 slots per chunk), so host metadata
+// scales with chunks, not bytes.
 //
 // Regions are kept sorted by address (they never overlap). With a coalescing
 // sub-allocator, a region that starts where an existing region ends extends it
@@ -21,8 +22,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "bfc/internal/chunk.h"
+#include "bfc/internal/chunk_map.h"
 
 namespace bfc::internal {
 
@@ -49,7 +50,8 @@ class AllocationRegion {
 
 class RegionManager {
  public:
-  RegionManager() = default;
+  // `chunks` resolves handles for the chunk map; it must outlive this.
+  explicit RegionManager(const ChunkTable* chunks) : handles_(chunks) {}
 
   // Records a new region. Requires: it overlaps no existing region.
   void AddAllocationRegion(void* ptr, size_t memory_size);
@@ -74,14 +76,12 @@ class RegionManager {
   const AllocationRegion* RegionFor(const void* p) const;
 
   // The handle of the chunk starting exactly at `p`, or kInvalidChunkHandle.
-  ChunkHandle get_handle(const void* p) const {
-    auto it = handles_.find(reinterpret_cast<uintptr_t>(p));
-    return it == handles_.end() ? kInvalidChunkHandle : it->second;
-  }
-  void set_handle(const void* p, ChunkHandle h) {
-    handles_.insert_or_assign(reinterpret_cast<uintptr_t>(p), h);
-  }
-  void erase(const void* p) { handles_.erase(reinterpret_cast<uintptr_t>(p)); }
+  ChunkHandle get_handle(const void* p) const { return handles_.Find(p); }
+  // Maps the start of chunk `h` to it. Requires: no chunk is mapped at `p`
+  // and the chunk table's chunk `h` starts at `p`.
+  void set_handle(const void* p, ChunkHandle h) { handles_.Insert(p, h); }
+  // Unmaps `p` (the chunk must still start there). No-op if not mapped.
+  void erase(const void* p) { handles_.Erase(p); }
 
   // Regions in address order.
   const std::vector<AllocationRegion>& regions() const { return regions_; }
@@ -91,7 +91,7 @@ class RegionManager {
 
  private:
   std::vector<AllocationRegion> regions_;  // sorted by address
-  absl::flat_hash_map<uintptr_t, ChunkHandle> handles_;
+  ChunkMap handles_;
 };
 
 }  // namespace bfc::internal

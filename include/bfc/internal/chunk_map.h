@@ -1,0 +1,97 @@
+// File: bfc/internal/chunk_map.h
+// -----------------------------------------------------------------------------
+//
+// ChunkMap resolves the start address of every chunk to its handle: the one
+// lookup a DeallocateRaw must do before it can touch the chunk.
+//
+// It is an open-addressing hash table with linear probing whose slots are 8
+// bytes: a 32-bit tag (the high half of the address's hash) and the handle.
+// The address itself is not stored: a tag match is confirmed by reading the
+// chunk's own `ptr` from the ChunkTable, which the caller is about to read
+// anyway. So a lookup touches one run of slots (usually one cache line) and
+// the chunk, and the map costs 8 bytes per slot, about 10 per chunk, instead
+// of the 16-24 of a general-purpose map holding (address, handle) pairs.
+//
+// The slot a key starts probing from is the top bits of its tag, so the table
+// can grow and delete (backward shift, no tombstones) without reading chunks.
+//
+// Requires: the chunk of every handle in the map stays live, with `ptr` equal
+// to the key it was inserted under, until it is erased. Internal: not part of
+// the API. Thread-compatible.
+#ifndef BFC_INTERNAL_CHUNK_MAP_H_
+#define BFC_INTERNAL_CHUNK_MAP_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "bfc/internal/chunk.h"
+
+namespace bfc::internal {
+
+class ChunkMap {
+ public:
+  // `chunks` must outlive the map.
+  explicit ChunkMap(const ChunkTable* chunks) : chunks_(chunks) {}
+  ChunkMap(const ChunkMap&) = delete;
+  ChunkMap& operator=(const ChunkMap&) = delete;
+
+  // The handle of the chunk starting exactly at `p`, or kInvalidChunkHandle.
+  ChunkHandle Find(const void* p) const {
+    if (size_ == 0) return kInvalidChunkHandle;
+    const uint32_t tag = Tag(p);
+    for (size_t i = Home(tag);; i = (i + 1) & mask_) {
+      const Slot s = slots_[i];
+      if (s.handle == kInvalidChunkHandle) return kInvalidChunkHandle;
+      if (s.tag == tag && (*chunks_)[s.handle].ptr == p) return s.handle;
+    }
+  }
+
+  // Maps `p` to `h`. Requires: `p` is not in the map, (*chunks)[h].ptr == p.
+  void Insert(const void* p, ChunkHandle h) {
+    if (size_ + 1 > max_size_) Grow();
+    const uint32_t tag = Tag(p);
+    size_t i = Home(tag);
+    while (slots_[i].handle != kInvalidChunkHandle) i = (i + 1) & mask_;
+    slots_[i] = Slot{tag, h};
+    ++size_;
+  }
+
+  // Removes `p`. Returns false (and changes nothing) if it is not mapped.
+  bool Erase(const void* p);
+
+  size_t size() const { return size_; }
+  // Host bytes held by the slots.
+  size_t MetadataBytes() const { return capacity_ * sizeof(Slot); }
+
+ private:
+  struct Slot {
+    uint32_t tag;
+    ChunkHandle handle;  // kInvalidChunkHandle: empty
+  };
+  // Linear probing stays short up to ~80 % full (about 3 probes per hit and
+  // 13 per miss, all in adjacent slots); the table doubles beyond that.
+  static constexpr size_t kMaxLoadNum = 13;
+  static constexpr size_t kMaxLoadDen = 16;
+  static constexpr int kMinBits = 4;
+
+  // Chunk starts are multiples of 256: the low byte carries nothing.
+  static uint32_t Tag(const void* p) {
+    const uint64_t a = reinterpret_cast<uintptr_t>(p) >> 8;
+    return static_cast<uint32_t>((a * 0x9E3779B97F4A7C15ull) >> 32);
+  }
+  size_t Home(uint32_t tag) const { return tag >> (32 - bits_); }
+  void Grow();
+
+  const ChunkTable* chunks_;
+  std::unique_ptr<Slot[]> slots_;
+  size_t capacity_ = 0;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+  size_t max_size_ = 0;
+  int bits_ = 0;
+};
+
+}  // namespace bfc::internal
+
+#endif  // BFC_INTERNAL_CHUNK_MAP_H_
