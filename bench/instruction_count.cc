@@ -1,0 +1,155 @@
+// File: bench/instruction_count.cc
+// -----------------------------------------------------------------------------
+//
+// bfc_instruction_count: the benchmark workloads at a fixed number of
+// operations, for counting instructions (and simulated cache misses) under
+// callgrind instead of timing them. On a shared VM wall-clock A/B runs move by
+// +-20 %; instruction counts are the same from run to run, so they show what a
+// change did. tools/count-instructions.sh runs it and prints per-op figures;
+// only the calls inside Measure() are counted (--toggle-collect).
+//
+//   bfc_instruction_count WORKLOAD [PASSES]
+//   WORKLOAD: pair256 | random10k | random100k | trace:NAME
+//
+// Prints "ops N" (allocate and free calls inside Measure) on stdout.
+//
+// The pool's sub-allocator hands out addresses only (a bump pointer, nothing
+// mapped): valgrind cannot reserve the tens of GiB of address space that
+// VirtualSubAllocator takes, and a failed reservation would send every
+// allocation into the OOM retry wait.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "bfc/sub_allocator.h"
+
+namespace bfc::bench {
+namespace {
+
+// Contiguous, never-touched address ranges: coalescable like the virtual
+// sub-allocator's reservation. Free gives nothing back (the allocator frees
+// regions only when it is destroyed or memory runs out).
+class AddressOnlySubAllocator : public SubAllocator {
+ public:
+  AddressOnlySubAllocator() : SubAllocator({}, {}) {}
+  void* Alloc(size_t alignment, size_t num_bytes,
+              size_t* bytes_received) override {
+    next_ = (next_ + alignment - 1) & ~(uintptr_t{alignment} - 1);
+    void* p = reinterpret_cast<void*>(next_);
+    next_ += num_bytes;
+    *bytes_received = num_bytes;
+    return p;
+  }
+  void Free(void*, size_t) override {}
+  bool SupportsCoalescing() const override { return true; }
+
+ private:
+  uintptr_t next_ = uintptr_t{1} << 44;
+};
+
+std::unique_ptr<Allocator> MakePool(size_t limit) {
+  Allocator::Options options;
+  options.allow_growth = true;
+  return std::make_unique<Allocator>(
+      std::make_unique<AddressOnlySubAllocator>(), limit, "count", options);
+}
+
+// Everything callgrind counts runs inside this call.
+template <typename F>
+[[gnu::noinline]] void Measure(F f) {
+  f();
+}
+
+size_t RunPair(size_t passes) {
+  std::unique_ptr<Allocator> a = MakePool(64 * kGiB);
+  BfcPool pool{a.get()};
+  pool.Free(pool.Alloc(256), 256);  // growth outside the count
+  const size_t n = 100000 * passes;
+  Measure([&] {
+    for (size_t i = 0; i < n; ++i) pool.Free(pool.Alloc(256), 256);
+  });
+  return 2 * n;
+}
+
+size_t RunRandom(size_t k, size_t hi, size_t passes) {
+  const RandomWorkload w = MakeRandomWorkload(k, 256, hi, 42);
+  std::unique_ptr<Allocator> a = MakePool(1024 * kTiB);
+  BfcPool pool{a.get()};
+  std::vector<void*> live(k);
+  std::vector<size_t> live_size(k);
+  for (size_t i = 0; i < k; ++i) {
+    live_size[i] = w.initial[i];
+    live[i] = pool.Alloc(live_size[i]);
+  }
+  const size_t mask = w.idx.size() - 1;
+  auto step = [&](size_t i) {
+    const uint32_t j = w.idx[i & mask];
+    if (live[j] != nullptr) pool.Free(live[j], live_size[j]);
+    live_size[j] = w.size[i & mask];
+    live[j] = pool.Alloc(live_size[j]);
+  };
+  const size_t warm = k + 10000;  // as BM_Random: growth done first
+  for (size_t i = 0; i < warm; ++i) step(i);
+  const size_t n = 50000 * passes;
+  Measure([&] {
+    for (size_t i = warm; i < warm + n; ++i) step(i);
+  });
+  for (size_t j = 0; j < k; ++j) pool.Free(live[j], live_size[j]);
+  return 2 * n;
+}
+
+size_t RunTrace(const PhasedTrace& t, size_t passes) {
+  std::unique_ptr<Allocator> a = MakePool(64 * kGiB);
+  BfcPool pool{a.get()};
+  std::vector<void*> setup(t.all.num_slots, nullptr);
+  std::vector<void*> slots(t.all.num_slots, nullptr);
+  ReplayOps(t.prefix, pool, setup.data());
+  ReplayOps(t.iterations, pool, slots.data());  // warm-up pass, as bfc_warm
+  Measure([&] {
+    for (size_t i = 0; i < passes; ++i)
+      ReplayOps(t.iterations, pool, slots.data());
+  });
+  for (void* p : setup) pool.Free(p, 0);
+  return passes * t.iterations.ops.size();
+}
+
+}  // namespace
+}  // namespace bfc::bench
+
+int main(int argc, char** argv) {
+  using namespace bfc::bench;  // NOLINT
+  if (argc < 2) {
+    std::fprintf(stderr,
+                 "usage: %s pair256|random10k|random100k|trace:NAME "
+                 "[PASSES]\n",
+                 argv[0]);
+    return 2;
+  }
+  const std::string w = argv[1];
+  const size_t passes = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 1;
+  size_t ops = 0;
+  if (w == "pair256") {
+    ops = RunPair(passes);
+  } else if (w == "random10k") {
+    ops = RunRandom(10000, 64 * kMiB, passes);
+  } else if (w == "random100k") {
+    ops = RunRandom(100000, kMiB, passes);
+  } else if (w.rfind("trace:", 0) == 0) {
+    const std::vector<PhasedTrace> traces =
+        LoadTraces(BFC_BENCH_TRACE_DIR, BFC_BENCH_PHASE_DIR);
+    for (const PhasedTrace& t : traces) {
+      if (t.name == w.substr(6)) ops = RunTrace(t, passes);
+    }
+    if (ops == 0) {
+      std::fprintf(stderr, "no trace named %s\n", w.c_str() + 6);
+      return 2;
+    }
+  } else {
+    std::fprintf(stderr, "unknown workload %s\n", w.c_str());
+    return 2;
+  }
+  std::printf("ops %zu\n", ops);
+  return 0;
+}
