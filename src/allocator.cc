@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -160,6 +162,24 @@ Allocator::RequestCheck Allocator::CheckRequest(size_t alignment,
     }
   }
   return RequestCheck::kOk;
+}
+
+// Runs Validate after a mutation in BFC_EXPENSIVE_CHECKS builds and aborts on
+// a broken invariant (a bug in this library, not a caller mistake); free of
+// cost otherwise.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::MaybeValidate(
+    const char* where) const {
+#ifdef BFC_EXPENSIVE_CHECKS
+  absl::Status s = ValidateLocked();
+  if (!s.ok()) {
+    Log(LogSeverity::kError,
+        absl::StrCat("Allocator '", name_, "': invariant broken after ", where,
+                     ": ", s.ToString()));
+    std::abort();
+  }
+#else
+  (void)where;
+#endif
 }
 
 // --- Allocation --------------------------------------------------------------
@@ -560,37 +580,34 @@ void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment) {
 void Allocator::DeallocateRaw(void* ptr) {
   if (ptr == nullptr) return;
   internal::MutexLock lock(&mutex_);
-  std::string error;
-  if (!DeallocateLocked(ptr, &error)) {
-    ++stats_.num_invalid_frees;
-    ReportInvalid(absl::StrCat("DeallocateRaw: ", error));
+  const ChunkHandle h = InUseChunk(ptr);
+  if (ABSL_PREDICT_TRUE(h != kInvalidChunkHandle)) {
+    FreeChunk(h);
+    return;
   }
+  ++stats_.num_invalid_frees;
+  ReportInvalid(absl::StrCat("DeallocateRaw: ", DescribeInvalidPointer(ptr)));
 }
 
 absl::Status Allocator::Deallocate(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   internal::MutexLock lock(&mutex_);
-  std::string error;
-  if (!DeallocateLocked(ptr, &error)) {
-    ++stats_.num_invalid_frees;
-    return absl::InvalidArgumentError(
-        absl::StrCat("Allocator '", name_, "': ", error));
+  const ChunkHandle h = InUseChunk(ptr);
+  if (ABSL_PREDICT_TRUE(h != kInvalidChunkHandle)) {
+    FreeChunk(h);
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  ++stats_.num_invalid_frees;
+  return absl::InvalidArgumentError(
+      absl::StrCat("Allocator '", name_, "': ", DescribeInvalidPointer(ptr)));
 }
 
-bool Allocator::DeallocateLocked(void* ptr, std::string* error) {
-  const ChunkHandle h = InUseChunk(ptr);
-  if (h == kInvalidChunkHandle) {
-    *error = DescribeInvalidPointer(ptr);
-    return false;
-  }
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(ChunkHandle h) {
   MarkFree(h);
   InsertFreeChunkIntoBin(TryToCoalesce(h));
   // Signalling costs a futex call; only pay it when an allocation waits.
   if (num_waiters_ > 0) freed_cv_.SignalAll();
   MaybeValidate("Deallocate");
-  return true;
 }
 
 void Allocator::ReportInvalid(const std::string& message) {
@@ -602,7 +619,8 @@ void Allocator::ReportInvalid(const std::string& message) {
   }
 }
 
-Allocator::ChunkHandle Allocator::InUseChunk(const void* ptr) const {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle
+Allocator::InUseChunk(const void* ptr) const {
   const ChunkHandle h = region_manager_.get_handle(ptr);
   if (h == kInvalidChunkHandle || !chunks_[h].in_use())
     return kInvalidChunkHandle;
@@ -643,7 +661,8 @@ std::string Allocator::DescribeInvalidPointer(const void* ptr) const {
 
 // --- Chunk and bin primitives -----------------------------------------------
 
-Allocator::ChunkHandle Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle
+Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
   const ChunkHandle nh =
       chunks_.Allocate();  // may move chunks: no references before
   Chunk& c = chunks_[h];
@@ -660,7 +679,8 @@ Allocator::ChunkHandle Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
   return nh;
 }
 
-void Allocator::Merge(ChunkHandle h1, ChunkHandle h2) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::Merge(ChunkHandle h1,
+                                                          ChunkHandle h2) {
   Chunk& c1 = chunks_[h1];
   const Chunk& c2 = chunks_[h2];
   c1.size += c2.size;
@@ -669,12 +689,13 @@ void Allocator::Merge(ChunkHandle h1, ChunkHandle h2) {
   DeleteChunk(h2);
 }
 
-void Allocator::DeleteChunk(ChunkHandle h) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::DeleteChunk(ChunkHandle h) {
   region_manager_.erase(chunks_[h].ptr);
   chunks_.Deallocate(h);
 }
 
-Allocator::ChunkHandle Allocator::TryToCoalesce(ChunkHandle h) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle
+Allocator::TryToCoalesce(ChunkHandle h) {
   ChunkHandle result = h;
   const ChunkHandle next = chunks_[h].next;
   if (next != kInvalidChunkHandle && !chunks_[next].in_use()) {
@@ -690,7 +711,8 @@ Allocator::ChunkHandle Allocator::TryToCoalesce(ChunkHandle h) {
   return result;
 }
 
-void Allocator::InsertFreeChunkIntoBin(ChunkHandle h) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::InsertFreeChunkIntoBin(
+    ChunkHandle h) {
   Chunk& c = chunks_[h];
   const BinNum b = BinNumForSize(c.size);
   c.bin_num = b;
@@ -698,7 +720,8 @@ void Allocator::InsertFreeChunkIntoBin(ChunkHandle h) {
   non_empty_bins_ |= uint32_t{1} << b;
 }
 
-void Allocator::RemoveFreeChunkFromBin(ChunkHandle h) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::RemoveFreeChunkFromBin(
+    ChunkHandle h) {
   Chunk& c = chunks_[h];
   const BinNum b = c.bin_num;
   bins_[b].Erase(c.size, c.ptr);
@@ -706,7 +729,7 @@ void Allocator::RemoveFreeChunkFromBin(ChunkHandle h) {
   c.bin_num = kInvalidBinNum;
 }
 
-void Allocator::MarkFree(ChunkHandle h) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::MarkFree(ChunkHandle h) {
   Chunk& c = chunks_[h];
   stats_.bytes_in_use -= static_cast<int64_t>(c.size);
   stats_.bytes_requested_in_use -= static_cast<int64_t>(c.requested_size);
@@ -823,20 +846,6 @@ std::string Allocator::RenderOccupancyLocked() const {
 absl::Status Allocator::Validate() const {
   internal::MutexLock lock(&mutex_);
   return ValidateLocked();
-}
-
-void Allocator::MaybeValidate(const char* where) const {
-#ifdef BFC_EXPENSIVE_CHECKS
-  absl::Status s = ValidateLocked();
-  if (!s.ok()) {
-    Log(LogSeverity::kError,
-        absl::StrCat("Allocator '", name_, "': invariant broken after ", where,
-                     ": ", s.ToString()));
-    std::abort();
-  }
-#else
-  (void)where;
-#endif
 }
 
 absl::Status Allocator::ValidateLocked() const {

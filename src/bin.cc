@@ -12,6 +12,37 @@ bool Bin::Contains(size_t size, const void* ptr) const {
   return free_chunks_.contains(key);
 }
 
+bool Bin::InsertLarge(const Entry& e) {
+  if (small_) {
+    // The array is full: look for a duplicate before converting.
+    Entry* pos = SmallLowerBound(e);
+    if (pos != small_end() && !Less()(e, *pos)) return false;
+    ToLarge();
+  }
+  const bool inserted = free_chunks_.insert(e).second;
+  if (inserted) total_bytes_ += e.size;
+  return inserted;
+}
+
+bool Bin::EraseLarge(const Entry& key) {
+  const bool erased = free_chunks_.erase(key) > 0;
+  if (erased) {
+    total_bytes_ -= key.size;
+    MaybeToSmall();
+  }
+  return erased;
+}
+
+bool Bin::TakeBestFitLarge(size_t min_size, Entry* out) {
+  auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
+  if (it == free_chunks_.end()) return false;
+  *out = *it;
+  free_chunks_.erase(it);
+  total_bytes_ -= out->size;
+  MaybeToSmall();
+  return true;
+}
+
 NodePool::~NodePool() {
   for (FreeList& l : lists_) {
     while (l.head != nullptr) {

@@ -251,9 +251,9 @@ class Allocator {
   // Why `ptr` is not a live allocation of ours, for messages.
   std::string DescribeInvalidPointer(const void* ptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Frees a live chunk; returns false with *error if `ptr` is not one.
-  bool DeallocateLocked(void* ptr, std::string* error)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Frees the live chunk `h` (from InUseChunk): coalesces, bins, wakes
+  // waiters.
+  void FreeChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReportInvalid(const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 

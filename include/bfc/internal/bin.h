@@ -136,38 +136,30 @@ class Bin {
   // same address is already present at that size.
   bool Insert(size_t size, const void* ptr, ChunkHandle h) {
     const Entry e{size, reinterpret_cast<uintptr_t>(ptr), h};
-    bool inserted;
-    if (small_) {
-      Entry* pos = SmallLowerBound(e);
-      if (pos != small_end() && !Less()(e, *pos)) return false;
-      if (num_small_ < kSmallCapacity) {
-        std::copy_backward(pos, small_end(), small_end() + 1);
-        *pos = e;
-        ++num_small_;
-        total_bytes_ += size;
-        return true;
-      }
-      ToLarge();
+    if (!small_ || num_small_ == kSmallCapacity) return InsertLarge(e);
+    // One insertion-sort step from the end: most bins hold 0-2 chunks.
+    Entry* pos = small_end();
+    while (pos != small_begin() && Less()(e, pos[-1])) {
+      *pos = pos[-1];
+      --pos;
     }
-    inserted = free_chunks_.insert(e).second;
-    if (inserted) total_bytes_ += size;
-    return inserted;
+    if (pos != small_begin() && !Less()(pos[-1], e)) {
+      std::copy(pos + 1, small_end() + 1, pos);  // a duplicate: undo
+      return false;
+    }
+    *pos = e;
+    ++num_small_;
+    total_bytes_ += size;
+    return true;
   }
   // Removes the chunk keyed (size, ptr). Returns false if it was not present.
   bool Erase(size_t size, const void* ptr) {
     const Entry key{size, reinterpret_cast<uintptr_t>(ptr), 0};
-    if (small_) {
-      Entry* pos = SmallLowerBound(key);
-      if (pos == small_end() || Less()(key, *pos)) return false;
-      SmallErase(pos);
-      return true;
-    }
-    const bool erased = free_chunks_.erase(key) > 0;
-    if (erased) {
-      total_bytes_ -= size;
-      MaybeToSmall();
-    }
-    return erased;
+    if (!small_) return EraseLarge(key);
+    Entry* pos = SmallLowerBound(key);
+    if (pos == small_end() || Less()(key, *pos)) return false;
+    SmallErase(pos);
+    return true;
   }
   bool Contains(size_t size, const void* ptr) const;
 
@@ -203,19 +195,11 @@ class Bin {
   // Removes and returns (in *out) the best fit, as FindBestFit picks it, with
   // one search (no second search by key). False when no entry fits.
   bool TakeBestFit(size_t min_size, Entry* out) {
-    if (small_) {
-      Entry* pos = SmallLowerBound(Entry{min_size, 0, 0});
-      if (pos == small_end()) return false;
-      *out = *pos;
-      SmallErase(pos);
-      return true;
-    }
-    auto it = free_chunks_.lower_bound(Entry{min_size, 0, 0});
-    if (it == free_chunks_.end()) return false;
-    *out = *it;
-    free_chunks_.erase(it);
-    total_bytes_ -= out->size;
-    MaybeToSmall();
+    if (!small_) return TakeBestFitLarge(min_size, out);
+    Entry* pos = SmallLowerBound(Entry{min_size, 0, 0});
+    if (pos == small_end()) return false;
+    *out = *pos;
+    SmallErase(pos);
     return true;
   }
   // Removes and returns the entry FindFirst(min_size, accept) picks.
@@ -283,17 +267,29 @@ class Bin {
   Entry* small_end() { return small_entries_ + num_small_; }
   const Entry* small_begin() const { return small_entries_; }
   const Entry* small_end() const { return small_entries_ + num_small_; }
+  // A linear scan: at most kSmallCapacity entries, usually one or two, where
+  // a binary search's mispredicted branches cost more than the compares.
   Entry* SmallLowerBound(const Entry& key) {
-    return std::lower_bound(small_begin(), small_end(), key, Less());
+    Entry* p = small_begin();
+    while (p != small_end() && Less()(*p, key)) ++p;
+    return p;
   }
   const Entry* SmallLowerBound(const Entry& key) const {
-    return std::lower_bound(small_begin(), small_end(), key, Less());
+    const Entry* p = small_begin();
+    while (p != small_end() && Less()(*p, key)) ++p;
+    return p;
   }
   void SmallErase(Entry* pos) {
     total_bytes_ -= pos->size;
     std::copy(pos + 1, small_end(), pos);
     --num_small_;
   }
+  // The B-tree halves of Insert, Erase and TakeBestFit, out of line so the
+  // inline array paths stay small enough to inline into the allocator.
+  bool InsertLarge(const Entry& e);
+  bool EraseLarge(const Entry& key);
+  bool TakeBestFitLarge(size_t min_size, Entry* out);
+
   void ToLarge() {
     free_chunks_.insert(small_begin(), small_end());
     num_small_ = 0;

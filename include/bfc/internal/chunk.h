@@ -60,9 +60,27 @@ class ChunkTable {
   ChunkTable() = default;
 
   // A fresh default Chunk's handle (recycled if possible).
-  ChunkHandle Allocate();
+  ChunkHandle Allocate() {
+    ++num_live_;
+    if (free_list_ != kInvalidChunkHandle) {
+      const ChunkHandle h = free_list_;
+      Chunk& c = (*this)[h];
+      free_list_ = c.next;
+      c = Chunk();
+      return h;
+    }
+    return AllocateSlow();
+  }
   // Returns `h` to the free list. `h` must be live.
-  void Deallocate(ChunkHandle h);
+  void Deallocate(ChunkHandle h) {
+    Chunk& c = (*this)[h];
+    c = Chunk();
+    // A recycled slot is marked by a null ptr and size 0; Validate relies on
+    // it.
+    c.next = free_list_;
+    free_list_ = h;
+    --num_live_;
+  }
 
   Chunk& operator[](ChunkHandle h) {
     return blocks_[h >> kBlockBits][h & (kBlockChunks - 1)];
@@ -83,6 +101,8 @@ class ChunkTable {
   }
 
  private:
+  ChunkHandle AllocateSlow();
+
   static constexpr int kBlockBits = 10;
   static constexpr size_t kBlockChunks = size_t{1} << kBlockBits;
 

@@ -58,7 +58,30 @@ class ChunkMap {
   }
 
   // Removes `p`. Returns false (and changes nothing) if it is not mapped.
-  bool Erase(const void* p);
+  bool Erase(const void* p) {
+    if (size_ == 0) return false;
+    const uint32_t tag = Tag(p);
+    size_t i = Home(tag);
+    for (;; i = (i + 1) & mask_) {
+      const Slot s = slots_[i];
+      if (s.handle == kInvalidChunkHandle) return false;
+      if (s.tag == tag && (*chunks_)[s.handle].ptr == p) break;
+    }
+    // Backward-shift deletion: pull later members of the probe run into the
+    // hole unless that would put them before their home slot.
+    for (size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
+      const Slot s = slots_[j];
+      if (s.handle == kInvalidChunkHandle) break;
+      const size_t k = Home(s.tag);
+      const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+      if (stays) continue;
+      slots_[i] = s;
+      i = j;
+    }
+    slots_[i] = Slot{0, kInvalidChunkHandle};
+    --size_;
+    return true;
+  }
 
   size_t size() const { return size_; }
   // Host bytes held by the slots.
