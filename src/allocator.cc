@@ -184,24 +184,36 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::MaybeValidate(
 
 // --- Allocation --------------------------------------------------------------
 
-void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes) {
-  return AllocateRaw(alignment, num_bytes, AllocationAttributes());
-}
-
-void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
-                             const AllocationAttributes& attr) {
-  // Fast path: a valid request at the default alignment that an existing
-  // free chunk satisfies. FindChunkPtr changes nothing when it fails, so a
-  // miss falls through to the full path, which repeats the search before
-  // growing (or waiting), exactly as before.
+// Fast path: a valid request at the default alignment that an existing free
+// chunk satisfies. FindChunkPtr changes nothing when it fails, so a miss falls
+// through to AllocateRawSlow, which checks the request in full and repeats the
+// search before growing (or waiting), exactly as without this path.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::TryAllocateFromBins(
+    size_t alignment, size_t num_bytes) {
   if (alignment <= kMinAllocationSize && IsPowerOfTwo(alignment) &&
       num_bytes - 1 < internal::kMaxRoundableBytes) {
     const size_t rounded = RoundedBytes(num_bytes);
     internal::MutexLock lock(&mutex_);
-    void* ptr =
-        FindChunkPtr(BinNumForSize(rounded), alignment, rounded, num_bytes);
-    if (ptr != nullptr) return ptr;
+    return FindChunkPtr(BinNumForSize(rounded), alignment, rounded, num_bytes);
   }
+  return nullptr;
+}
+
+void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes) {
+  void* ptr = TryAllocateFromBins(alignment, num_bytes);
+  if (ABSL_PREDICT_TRUE(ptr != nullptr)) return ptr;
+  return AllocateRawSlow(alignment, num_bytes, AllocationAttributes());
+}
+
+void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
+                             const AllocationAttributes& attr) {
+  void* ptr = TryAllocateFromBins(alignment, num_bytes);
+  if (ABSL_PREDICT_TRUE(ptr != nullptr)) return ptr;
+  return AllocateRawSlow(alignment, num_bytes, attr);
+}
+
+void* Allocator::AllocateRawSlow(size_t alignment, size_t num_bytes,
+                                 const AllocationAttributes& attr) {
   size_t rounded = 0;
   std::string error;
   switch (CheckRequest(alignment, num_bytes, &rounded, &error)) {
@@ -332,7 +344,6 @@ void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
     // descent by key).
     ChunkHandle h = entry.handle;
     if (bins_[b].empty()) non_empty_bins_ &= ~(uint32_t{1} << b);
-    chunks_[h].bin_num = kInvalidBinNum;
     if (over_aligned) {
       const size_t pad =
           AlignUp(chunks_[h].addr(), alignment) - chunks_[h].addr();
@@ -715,7 +726,6 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::InsertFreeChunkIntoBin(
     ChunkHandle h) {
   Chunk& c = chunks_[h];
   const BinNum b = BinNumForSize(c.size);
-  c.bin_num = b;
   bins_[b].Insert(c.size, c.ptr, h);
   non_empty_bins_ |= uint32_t{1} << b;
 }
@@ -723,10 +733,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::InsertFreeChunkIntoBin(
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::RemoveFreeChunkFromBin(
     ChunkHandle h) {
   Chunk& c = chunks_[h];
-  const BinNum b = c.bin_num;
+  const BinNum b = BinNumForSize(c.size);
   bins_[b].Erase(c.size, c.ptr);
   if (bins_[b].empty()) non_empty_bins_ &= ~(uint32_t{1} << b);
-  c.bin_num = kInvalidBinNum;
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::MarkFree(ChunkHandle h) {
@@ -908,8 +917,6 @@ absl::Status Allocator::ValidateLocked() const {
                     " to handle ", h);
       }
       if (c.in_use()) {
-        if (c.bin_num != kInvalidBinNum)
-          return fail("in-use ", c.DebugString(), " is in a bin");
         if (c.allocation_id <= 0 || c.allocation_id >= next_allocation_id_) {
           return fail(c.DebugString(), " has an impossible allocation id");
         }
@@ -924,8 +931,6 @@ absl::Status Allocator::ValidateLocked() const {
         if (prev_free) return fail("adjacent free chunks at ", c.DebugString());
         // Invariant 3: every free chunk is in the bin its size names.
         const BinNum b = BinNumForSize(c.size);
-        if (c.bin_num != b)
-          return fail(c.DebugString(), " should be in bin ", b);
         if (!bins_[b].Contains(c.size, c.ptr))
           return fail(c.DebugString(), " missing from bin ", b);
         ++free_chunks;
@@ -966,7 +971,7 @@ absl::Status Allocator::ValidateLocked() const {
           }
           const Chunk& c = chunks_[e.handle];
           if (c.in_use() || c.addr() != e.addr || c.size != e.size ||
-              c.bin_num != b) {
+              BinNumForSize(c.size) != b) {
             status = fail("bin ", b, " entry (", e.size, ", ",
                           absl::StrFormat("%#x", e.addr), ") does not match ",
                           c.DebugString());

@@ -7,9 +7,8 @@ namespace bfc::internal {
 
 std::string Chunk::DebugString() const {
   return absl::StrFormat(
-      "Chunk{ptr=%p, size=%u, requested=%u, id=%d, in_use=%s, bin=%d}", ptr,
-      size, requested_size, allocation_id, in_use() ? "true" : "false",
-      bin_num);
+      "Chunk{ptr=%p, size=%u, requested=%u, id=%d, in_use=%s}", ptr, size,
+      requested_size, allocation_id, in_use() ? "true" : "false");
 }
 
 ChunkHandle ChunkTable::AllocateSlow() {

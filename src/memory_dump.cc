@@ -227,7 +227,8 @@ MemoryDump Allocator::RecordMemoryMapLocked(bool sites) const {
       cd.size = c.size;
       cd.requested_size = c.requested_size;
       cd.in_use = c.in_use();
-      cd.bin = c.bin_num;
+      cd.bin = c.in_use() ? internal::kInvalidBinNum
+                          : internal::BinNumForSize(c.size);
       cd.allocation_id = c.allocation_id;
       cd.region = region;
       if (sites && cd.in_use) {

@@ -212,6 +212,14 @@ class Allocator {
   RequestCheck CheckRequest(size_t alignment, size_t num_bytes, size_t* rounded,
                             std::string* error) const;
 
+  // The locked best-fit search for a plainly valid request, or nullptr
+  // (nothing changed) when the request needs the full path.
+  void* TryAllocateFromBins(size_t alignment, size_t num_bytes)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // AllocateRaw's full path: request checks, growth, retry, OOM reporting.
+  void* AllocateRawSlow(size_t alignment, size_t num_bytes,
+                        const AllocationAttributes& attr)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   void* AllocateRawInternal(size_t alignment, size_t num_bytes, size_t rounded,
                             bool dump_log_on_failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

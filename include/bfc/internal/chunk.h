@@ -39,8 +39,9 @@ struct Chunk {
   // Physical neighbours in the same region, or kInvalidChunkHandle.
   ChunkHandle prev = kInvalidChunkHandle;
   ChunkHandle next = kInvalidChunkHandle;
-  // The bin holding this chunk while free, else kInvalidBinNum.
-  BinNum bin_num = kInvalidBinNum;
+  // No bin number is stored (TF keeps one): a free chunk's bin is a function
+  // of its size (BinNumForSize), and 40 bytes instead of 48 per chunk is a
+  // sixth of the chunk table.
 
   bool in_use() const { return allocation_id != -1; }
   uintptr_t addr() const { return reinterpret_cast<uintptr_t>(ptr); }
