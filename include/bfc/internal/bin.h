@@ -261,7 +261,7 @@ class Bin {
   // when the tree shrinks to kSmallCapacity / 4 entries (hysteresis, so a bin
   // hovering at the limit does not convert on every operation). Both hold
   // the same entries in the same (size, address) order.
-  static constexpr uint32_t kSmallCapacity = 16;
+  static constexpr uint32_t kSmallCapacity = 32;
 
   Entry* small_begin() { return small_entries_; }
   Entry* small_end() { return small_entries_ + num_small_; }
