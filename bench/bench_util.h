@@ -19,6 +19,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -60,6 +61,25 @@ RandomWorkload MakeRandomWorkload(size_t k, size_t lo, size_t hi,
                                   uint64_t seed);
 // Peak of live requested bytes over: fill, then `steps` steps (cycling).
 size_t RandomPeakLive(const RandomWorkload& w, size_t steps);
+
+// Steps run before timing, so that growth is done: one pass over the live set
+// and 10000 more (at most the pre-generated steps).
+inline size_t RandomWarmupSteps(const RandomWorkload& w) {
+  return std::min<size_t>(w.idx.size(), w.k + 10000);
+}
+
+// Step `i` of the workload (cycling): frees the allocation in the slot the
+// step picks, if any, and allocates the step's size into it.
+template <typename Pool>
+inline void RandomStep(Pool& pool, const RandomWorkload& w, size_t i,
+                       std::vector<void*>& live,
+                       std::vector<size_t>& live_size) {
+  const size_t mask = w.idx.size() - 1;
+  const uint32_t j = w.idx[i & mask];
+  if (live[j] != nullptr) pool.Free(live[j], live_size[j]);
+  live_size[j] = w.size[i & mask];
+  live[j] = pool.Alloc(live_size[j]);
+}
 
 // --- Pools -------------------------------------------------------------------
 // Alloc(n) / Free(p, n) with `n` the requested size; all align to 256.

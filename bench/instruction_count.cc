@@ -83,18 +83,13 @@ size_t RunRandom(size_t k, size_t hi, size_t passes) {
     live_size[i] = w.initial[i];
     live[i] = pool.Alloc(live_size[i]);
   }
-  const size_t mask = w.idx.size() - 1;
-  auto step = [&](size_t i) {
-    const uint32_t j = w.idx[i & mask];
-    if (live[j] != nullptr) pool.Free(live[j], live_size[j]);
-    live_size[j] = w.size[i & mask];
-    live[j] = pool.Alloc(live_size[j]);
-  };
-  const size_t warm = k + 10000;  // as BM_Random: growth done first
-  for (size_t i = 0; i < warm; ++i) step(i);
+  const size_t warm = RandomWarmupSteps(w);  // as BM_Random
+  for (size_t i = 0; i < warm; ++i) RandomStep(pool, w, i, live, live_size);
   const size_t n = 50000 * passes;
   Measure([&] {
-    for (size_t i = warm; i < warm + n; ++i) step(i);
+    for (size_t i = warm; i < warm + n; ++i) {
+      RandomStep(pool, w, i, live, live_size);
+    }
   });
   for (size_t j = 0; j < k; ++j) pool.Free(live[j], live_size[j]);
   return 2 * n;

@@ -75,19 +75,12 @@ inline size_t RunRandom(benchmark::State& state, Pool& pool,
       return 0;
     }
   }
-  const size_t mask = w.idx.size() - 1;
-  auto step = [&](size_t i) {
-    const uint32_t j = w.idx[i & mask];
-    if (live[j] != nullptr) pool.Free(live[j], live_size[j]);
-    live_size[j] = w.size[i & mask];
-    live[j] = pool.Alloc(live_size[j]);
-  };
-  const size_t warm = std::min<size_t>(w.idx.size(), w.k + 10000);
-  for (size_t i = 0; i < warm; ++i) step(i);
+  const size_t warm = RandomWarmupSteps(w);
+  for (size_t i = 0; i < warm; ++i) RandomStep(pool, w, i, live, live_size);
   size_t i = warm;
   size_t failures = 0;
   for (auto _ : state) {
-    step(i);
+    RandomStep(pool, w, i, live, live_size);
     ++i;
   }
   for (size_t j = 0; j < w.k; ++j) {
