@@ -674,8 +674,9 @@ std::string Allocator::DescribeInvalidPointer(const void* ptr) const {
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle
 Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
-  const ChunkHandle nh =
-      chunks_.Allocate();  // may move chunks: no references before
+  // Chunks never move (the table grows by whole blocks), so holding
+  // references across Allocate would be safe; taking them after is simpler.
+  const ChunkHandle nh = chunks_.Allocate();
   Chunk& c = chunks_[h];
   Chunk& n = chunks_[nh];
   n.ptr = static_cast<char*>(c.ptr) + num_bytes;
