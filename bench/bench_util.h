@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "bfc/allocator.h"
-#include "bfc/trace.h"
+#include "bfc/replay/trace.h"
 #include "bfc/virtual_sub_allocator.h"
 
 namespace bfc::bench {

@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_format.h"
 #include "bfc/allocator.h"
-#include "bfc/replay.h"
-#include "bfc/trace.h"
+#include "bfc/replay/replay.h"
+#include "bfc/replay/trace.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gtest/gtest.h"
 

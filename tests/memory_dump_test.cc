@@ -10,6 +10,7 @@
 
 #include "absl/base/attributes.h"
 #include "bfc/allocator.h"
+#include "bfc/report/memory_dump_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fake_sub_allocator.h"
@@ -67,15 +68,12 @@ void ExpectStatsEq(const AllocatorStats& a, const AllocatorStats& b) {
 void ExpectDumpEq(const MemoryDump& a, const MemoryDump& b) {
   EXPECT_EQ(a.allocator_name, b.allocator_name);
   EXPECT_EQ(a.limit, b.limit);
-  EXPECT_EQ(a.options.allow_growth, b.options.allow_growth);
-  EXPECT_EQ(a.options.allow_retry_on_failure, b.options.allow_retry_on_failure);
-  EXPECT_EQ(a.options.garbage_collection, b.options.garbage_collection);
-  EXPECT_DOUBLE_EQ(a.options.fragmentation_fraction,
-                   b.options.fragmentation_fraction);
-  EXPECT_DOUBLE_EQ(a.options.retry_timeout_seconds,
-                   b.options.retry_timeout_seconds);
-  EXPECT_EQ(a.options.record_allocation_sites,
-            b.options.record_allocation_sites);
+  // Every option, through the option table's text form.
+  for (const OptionField& f : AllocatorOptionFields()) {
+    EXPECT_EQ(AllocatorOptionToString(a.options, f.name),
+              AllocatorOptionToString(b.options, f.name))
+        << f.name;
+  }
   ExpectStatsEq(a.stats, b.stats);
   ASSERT_EQ(a.regions.size(), b.regions.size());
   for (size_t i = 0; i < a.regions.size(); ++i) {

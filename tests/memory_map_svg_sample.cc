@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "bfc/memory_map_svg.h"
+#include "bfc/report/memory_map_svg.h"
 #include "testing/memory_map_samples.h"
 
 int main(int argc, char** argv) {

@@ -2,7 +2,7 @@
 // The SVG memory map: content for a few chunks, bounded size for 100k, and
 // escaping. tests/check_svg.py parses the output as XML (ctest
 // memory_map_svg_xml), with the maps written by memory_map_svg_sample.
-#include "bfc/memory_map_svg.h"
+#include "bfc/report/memory_map_svg.h"
 
 #include <memory>
 #include <string>

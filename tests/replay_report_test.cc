@@ -1,7 +1,7 @@
 // File: tests/replay_report_test.cc
 // BuildReplayReport on a bundled trace: the timeline, the peak and end
 // snapshots, the JSON round trip and the self-contained HTML page.
-#include "bfc/replay_report.h"
+#include "bfc/report/replay_report.h"
 
 #include <memory>
 #include <string>

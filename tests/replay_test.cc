@@ -1,7 +1,7 @@
-// Tests for bfc/replay.h: counting, failed allocations and their skipped
+// Tests for bfc/replay/replay.h: counting, failed allocations and their skipped
 // frees, callbacks, allocations left live, repeated runs and inconsistent
 // compiled traces.
-#include "bfc/replay.h"
+#include "bfc/replay/replay.h"
 
 #include <memory>
 #include <string>
@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "bfc/allocator.h"
-#include "bfc/trace.h"
+#include "bfc/replay/trace.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,6 +1,6 @@
-// Tests for bfc/trace.h: CSV parsing (plain and gzip), every error with its
+// Tests for bfc/replay/trace.h: CSV parsing (plain and gzip), every error with its
 // line, CompileTrace's slot pairing and peaks, and the four real traces.
-#include "bfc/trace.h"
+#include "bfc/replay/trace.h"
 
 #include <unistd.h>
 

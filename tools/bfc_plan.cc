@@ -17,7 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "bfc/planner/plan_report.h"
-#include "bfc/trace.h"
+#include "bfc/replay/trace.h"
 
 namespace {
 

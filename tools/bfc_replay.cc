@@ -28,12 +28,12 @@
 #include "absl/time/time.h"
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
-#include "bfc/memory_map_svg.h"
+#include "bfc/report/memory_map_svg.h"
 #include "bfc/planner/plan_report.h"
-#include "bfc/replay.h"
-#include "bfc/replay_report.h"
+#include "bfc/replay/replay.h"
+#include "bfc/report/replay_report.h"
 #include "bfc/sub_allocator.h"
-#include "bfc/trace.h"
+#include "bfc/replay/trace.h"
 #include "bfc/virtual_sub_allocator.h"
 #if defined(BFC_HAVE_CUDA)
 #include "bfc/cuda_sub_allocator.h"
@@ -54,7 +54,7 @@ struct Flags {
   bool skip_unknown_frees = false;
   bool plan = false;          // also print the offline planner's report
   bool record_sites = false;  // Options::record_allocation_sites
-  // Outputs of the replay report (bfc/replay_report.h); empty: not written.
+  // Outputs of the replay report (bfc/report/replay_report.h); empty: not written.
   std::string json_path;
   std::string svg_path;
   std::string html_path;

@@ -65,8 +65,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "bfc/allocator_options.h"
 #include "bfc/allocator_stats.h"
 #include "bfc/internal/bin.h"
 #include "bfc/internal/chunk.h"
@@ -93,36 +93,9 @@ struct AllocationAttributes {
 
 class Allocator {
  public:
-  struct Options {
-    // Grow from 2 MiB by doubling. false: the first Extend takes total_memory.
-    // TF: GPUOptions.allow_growth / TF_FORCE_GPU_ALLOW_GROWTH.
-    bool allow_growth = true;
-    // On out-of-memory, wait up to `retry_timeout` for other threads' frees.
-    // TF: BFCAllocator::Options::allow_retry_on_failure.
-    bool allow_retry_on_failure = true;
-    // On out-of-memory, give fully-free regions back, then Extend again.
-    // TF: Options::garbage_collection / TF_ENABLE_GPU_GARBAGE_COLLECTION.
-    bool garbage_collection = false;
-    // Split cap = fraction * total_memory (0: 128 MiB).
-    // TF: Options::fragmentation_fraction.
-    double fragmentation_fraction = 0;
-    // How long a retrying allocation waits for frees. TF: 10 s (fixed).
-    absl::Duration retry_timeout = absl::Seconds(10);
-
-    // --- bfc additions (defaults keep TF behaviour where TF has one) --------
-    // Abort the process on an invalid free or an invalid request instead of
-    // reporting it and carrying on. For debugging; TF always aborts on an
-    // invalid free (CHECK), bfc by default reports and continues.
-    bool abort_on_invalid_input = false;
-    // At most this many out-of-memory reports are logged per allocator
-    // (TF: 10 per process).
-    int max_oom_logs = 10;
-    // Capture the call stack of every allocation (absl::GetStackTrace, up to
-    // 32 frames, symbolized only when a report asks) for
-    // OutstandingAllocations(), RecordMemoryMap() and the leak and OOM
-    // reports. Costs a stack walk per allocation and ~270 bytes per live one.
-    bool record_allocation_sites = false;
-  };
+  // The options and their defaults (TF's behaviour) are declared once, with
+  // their docs, in bfc/allocator_options.h.
+  using Options = AllocatorOptions;
 
   Allocator(std::unique_ptr<SubAllocator> sub_allocator, size_t total_memory,
             std::string name, const Options& options);

@@ -3,8 +3,8 @@
 //
 // A snapshot of an Allocator's memory, as plain data: what
 // `Allocator::RecordMemoryMap()` returns (TensorFlow's name) and what the
-// text dumps, the SVG memory map (bfc/memory_map_svg.h) and the HTML viewer
-// (bfc/replay_report.h) are drawn from.
+// text dumps, the SVG memory map (bfc/report/memory_map_svg.h) and the HTML
+// viewer (bfc/report/replay_report.h) are drawn from.
 //
 // The model, as the allocator sees it: the pool is a list of regions (each
 // obtained from the sub-allocator in one call) and every region is tiled, in
@@ -19,9 +19,10 @@
 // symbolized (absl::Symbolize) only when a dump or report asks for them, and
 // the allocator's own frames are dropped, so `site[0]` is the caller.
 //
-// Serialization: MemoryDumpToJson / MemoryDumpFromJson (nlohmann-json inside;
-// the JSON layout is documented at MemoryDumpToJson). A dump round-trips:
-// MemoryDumpFromJson(MemoryDumpToJson(d)) gives back every field of d.
+// Rendering: the text forms the allocator itself prints (FormatMemoryLog on
+// out-of-memory, FormatLargestLiveAllocations in the leak report) are here;
+// JSON both ways (bfc/report/memory_dump_json.h) and the SVG map
+// (bfc/report/memory_map_svg.h) are in the report library, bfc::report.
 //
 // Example:
 //
@@ -40,8 +41,9 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "bfc/allocator_options.h"
 #include "bfc/allocator_stats.h"
+#include "bfc/units.h"
 
 namespace bfc {
 
@@ -77,20 +79,10 @@ struct BinDump {
   int64_t free_bytes = 0;
 };
 
-// The Allocator::Options a dump was taken under (durations in seconds).
-struct AllocatorOptionsDump {
-  bool allow_growth = true;
-  bool allow_retry_on_failure = true;
-  bool garbage_collection = false;
-  double fragmentation_fraction = 0;
-  double retry_timeout_seconds = 10;
-  bool record_allocation_sites = false;
-};
-
 struct MemoryDump {
   std::string allocator_name;
-  AllocatorOptionsDump options;
-  uint64_t limit = 0;  // total_memory
+  AllocatorOptions options;  // what the allocator was built with
+  uint64_t limit = 0;        // total_memory
   AllocatorStats stats;
   std::vector<RegionDump> regions;  // address order
   std::vector<ChunkDump> chunks;    // address order (region by region)
@@ -112,23 +104,13 @@ struct OutstandingAllocation {
   std::vector<std::string> site;  // empty when sites were not recorded
 };
 
-// JSON:
-//   {"format": "bfc-memory-dump", "version": 1, "allocator": NAME,
-//    "limit": N, "options": {...}, "stats": {...every AllocatorStats field,
-//    optional ones null when unset...},
-//    "regions": [{"base": N, "size": N}...],
-//    "chunks": [{"address", "size", "requested_size", "in_use", "bin",
-//                "allocation_id", "region", "site": [...]}...],
-//    "bins": [{"bin", "bin_size", "total_chunks", ...}...]}
-// Addresses are JSON numbers (exact in JavaScript below 2^53, which covers
-// user-space addresses on x86-64 and arm64). indent < 0: one line.
-std::string MemoryDumpToJson(const MemoryDump& dump, int indent = -1);
-// InvalidArgument naming the problem for text that is not such a document.
-absl::StatusOr<MemoryDump> MemoryDumpFromJson(std::string_view json);
+// Live allocations in report order: largest first, then oldest.
+void SortByReportOrder(std::vector<OutstandingAllocation>* allocations);
 
-// The same for AllocatorStats alone (the "stats" object above).
-std::string AllocatorStatsToJson(const AllocatorStats& stats, int indent = -1);
-absl::StatusOr<AllocatorStats> AllocatorStatsFromJson(std::string_view json);
+// "Largest live allocations (n of m):" and one entry per allocation, its
+// site's first frames when sites were recorded (else a hint how to record
+// them): the leak report's and the memory log's closing section.
+std::string FormatLargestLiveAllocations(const MemoryDump& dump, size_t top_n);
 
 // TF's DumpMemoryLog text for `dump`: per-bin lines, the chunks of each
 // region (at most `max_chunk_lines` in all, then a count of the rest), the
@@ -141,9 +123,6 @@ std::string FormatMemoryLog(const MemoryDump& dump, size_t num_bytes,
 // A human table in the spirit of PyTorch's memory_summary(): current and
 // peak usage, requested vs allocated, pool, free, fragmentation, counters.
 std::string FormatMemorySummary(const MemoryDump& dump);
-
-// "1.50 MiB", "256 B": binary units.
-std::string HumanReadableBytes(uint64_t bytes);
 
 }  // namespace bfc
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "bfc/planner/internal.h"
+#include "planner/internal.h"
 
 namespace bfc {
 namespace planner {

@@ -1,4 +1,4 @@
-#include "bfc/planner/internal.h"
+#include "planner/internal.h"
 
 #include <algorithm>
 #include <functional>

@@ -13,9 +13,9 @@
 #include "bfc/planner/greedy_by_breadth_assignment.h"
 #include "bfc/planner/greedy_by_size_assignment.h"
 #include "bfc/planner/greedy_in_order_assignment.h"
-#include "bfc/planner/internal.h"
 #include "bfc/planner/min_cost_flow_assignment.h"
 #include "bfc/planner/naive_assignment.h"
+#include "planner/internal.h"
 
 namespace bfc {
 namespace planner {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bfc/planner/internal.h"
+#include "planner/internal.h"
 
 namespace bfc {
 namespace planner {

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "bfc/planner/internal.h"
 #include "bfc/planner/trace_records.h"
+#include "planner/internal.h"
 
 namespace bfc {
 namespace planner {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "bfc/planner/internal.h"
+#include "planner/internal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

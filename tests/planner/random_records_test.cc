@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "bfc/planner/internal.h"
+#include "planner/internal.h"
 #include "bfc/planner/memory_management.h"
 #include "bfc/planner/min_cost_flow_assignment.h"
 #include "gmock/gmock.h"

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "bfc/planner/plan_report.h"
-#include "bfc/trace.h"
+#include "bfc/replay/trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

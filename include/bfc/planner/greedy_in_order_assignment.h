@@ -17,12 +17,9 @@
 #ifndef BFC_PLANNER_GREEDY_IN_ORDER_ASSIGNMENT_H_
 #define BFC_PLANNER_GREEDY_IN_ORDER_ASSIGNMENT_H_
 
-#include <list>
-#include <queue>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "bfc/planner/internal.h"
 #include "bfc/planner/types.h"
 
 namespace bfc {
@@ -37,47 +34,13 @@ absl::Status GreedyInOrderAssignment(
 template <typename TensorSizeT>
 absl::Status GreedyInOrderAssignmentMultidimensional(
     const std::vector<TensorUsageRecord<TensorSizeT>>& usage_records,
-    ObjectsAssignment<TensorSizeT>* assignment) {
-  absl::Status status = internal::CheckRecords(usage_records);
-  if (!status.ok()) return status;
-  assignment->object_ids.assign(usage_records.size(), kNotAssigned);
-  assignment->object_sizes.clear();
-
-  std::list<size_t> released;
-  std::priority_queue<internal::QueueRecord> in_use;
-  for (size_t i : internal::OrderByFirstTask(usage_records)) {
-    const TensorUsageRecord<TensorSizeT>& record = usage_records[i];
-    while (!in_use.empty() && in_use.top().last_task < record.first_task) {
-      released.push_back(in_use.top().object_id);
-      in_use.pop();
-    }
-    auto best = released.end();
-    size_t best_waste = 0;
-    for (auto it = released.begin(); it != released.end(); ++it) {
-      const TensorSizeT& object_size = assignment->object_sizes[*it];
-      if (!internal::IsCoveringObject(object_size, record.tensor_size)) {
-        continue;
-      }
-      const size_t waste = internal::NumElements(object_size) -
-                           internal::NumElements(record.tensor_size);
-      if (best == released.end() || waste < best_waste) {
-        best = it;
-        best_waste = waste;
-      }
-    }
-    size_t id;
-    if (best == released.end()) {
-      id = assignment->object_sizes.size();
-      assignment->object_sizes.push_back(record.tensor_size);
-    } else {
-      id = *best;
-      released.erase(best);
-    }
-    assignment->object_ids[i] = id;
-    in_use.push({record.last_task, id});
-  }
-  return absl::OkStatus();
-}
+    ObjectsAssignment<TensorSizeT>* assignment);
+extern template absl::Status GreedyInOrderAssignmentMultidimensional<uint2>(
+    const std::vector<TensorUsageRecord<uint2>>& usage_records,
+    ObjectsAssignment<uint2>* assignment);
+extern template absl::Status GreedyInOrderAssignmentMultidimensional<uint3>(
+    const std::vector<TensorUsageRecord<uint3>>& usage_records,
+    ObjectsAssignment<uint3>* assignment);
 
 }  // namespace planner
 }  // namespace bfc

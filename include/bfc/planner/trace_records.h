@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "bfc/planner/types.h"
-#include "bfc/trace.h"
+#include "bfc/replay/trace.h"
 
 namespace bfc {
 namespace planner {

@@ -3,7 +3,7 @@
 // The parser walks the text once with string_views: no per-line allocation,
 // so multi-million-line traces parse at memory bandwidth rather than at
 // allocator speed. The events vector is reserved from a newline count first.
-#include "bfc/trace.h"
+#include "bfc/replay/trace.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,8 +1,8 @@
-// File: bfc/replay_report.h
+// File: bfc/report/replay_report.h
 // -----------------------------------------------------------------------------
 //
 // A whole replay, made visible: what bfc-replay's --json, --svg and --html
-// write. BuildReplayReport replays a CompiledTrace (bfc/trace.h) against a
+// write. BuildReplayReport replays a CompiledTrace (bfc/replay/trace.h) against a
 // fresh allocator and records, after every op, the bytes callers have live
 // (requested), the bytes in use (whole chunks), the pool held from the
 // sub-allocator and TF's external fragmentation metric; then it takes a
@@ -45,8 +45,8 @@
 #include "absl/status/statusor.h"
 #include "bfc/allocator.h"
 #include "bfc/memory_dump.h"
-#include "bfc/replay.h"
-#include "bfc/trace.h"
+#include "bfc/replay/replay.h"
+#include "bfc/replay/trace.h"
 
 namespace bfc {
 

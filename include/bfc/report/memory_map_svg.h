@@ -1,4 +1,4 @@
-// File: bfc/memory_map_svg.h
+// File: bfc/report/memory_map_svg.h
 // -----------------------------------------------------------------------------
 //
 // Draws a MemoryDump (bfc/memory_dump.h) as a standalone SVG memory map: one

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "bfc/log.h"
+#include "bfc/units.h"
 
 namespace bfc {
 namespace {
@@ -169,7 +170,7 @@ Allocator::RequestCheck Allocator::CheckRequest(size_t alignment,
 // cost otherwise.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::MaybeValidate(
     const char* where) const {
-#ifdef BFC_EXPENSIVE_CHECKS
+#if BFC_CHECK_LEVEL >= 2
   absl::Status s = ValidateLocked();
   if (!s.ok()) {
     Log(LogSeverity::kError,

@@ -1,5 +1,5 @@
 // File: src/memory_map_svg.cc
-#include "bfc/memory_map_svg.h"
+#include "bfc/report/memory_map_svg.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,8 +1,8 @@
-// File: src/memory_dump_json.cc
+// File: src/report/memory_dump_json.cc
 // JSON for MemoryDump and AllocatorStats, with nlohmann-json. The library is
 // an implementation detail: nothing of it appears in public headers, and its
 // exceptions never leave this file.
-#include "bfc/internal/memory_dump_json.h"
+#include "bfc/report/memory_dump_json.h"
 
 #include <cstdint>
 #include <optional>
@@ -10,8 +10,11 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "bfc/allocator_options.h"
 #include "bfc/memory_dump.h"
 #include "nlohmann/json.hpp"
+#include "report/json_value.h"
 
 namespace bfc {
 namespace {
@@ -29,6 +32,71 @@ std::optional<int64_t> GetOptional(const json& j, const char* key) {
   const json& v = j.at(key);
   if (v.is_null()) return std::nullopt;
   return v.get<int64_t>();
+}
+
+// A duration is written as seconds under "<name>_seconds".
+std::string JsonKey(const OptionField& f) {
+  return f.kind == OptionKind::kDuration ? absl::StrCat(f.name, "_seconds")
+                                         : std::string(f.name);
+}
+
+// The options object, one key per row of the option table: the value is
+// converted through the option's text form, so the JSON and BFC_ALLOC_CONF
+// accept exactly the same values.
+json OptionsToJsonValue(const AllocatorOptions& o) {
+  json out = json::object();
+  for (const OptionField& f : AllocatorOptionFields()) {
+    const std::string text = AllocatorOptionToString(o, f.name);
+    switch (f.kind) {
+      case OptionKind::kBool:
+        out[JsonKey(f)] = text == "true";
+        break;
+      case OptionKind::kCount:
+        out[JsonKey(f)] = std::stoll(text);
+        break;
+      case OptionKind::kFraction:
+        out[JsonKey(f)] = std::stod(text);
+        break;
+      case OptionKind::kDuration: {
+        absl::Duration d;
+        (void)absl::ParseDuration(text, &d);
+        out[JsonKey(f)] = absl::ToDoubleSeconds(d);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+AllocatorOptions OptionsFromJsonValue(const json& j) {
+  if (!j.is_object())
+    throw std::invalid_argument("\"options\" is not an object");
+  AllocatorOptions o;
+  for (const auto& [key, value] : j.items()) {
+    const OptionField* field = nullptr;
+    for (const OptionField& f : AllocatorOptionFields()) {
+      if (JsonKey(f) == key) field = &f;
+    }
+    if (field == nullptr) {
+      throw std::invalid_argument(absl::StrCat("unknown option \"", key, "\""));
+    }
+    std::string text;
+    switch (field->kind) {
+      case OptionKind::kBool:
+        text = value.get<bool>() ? "true" : "false";
+        break;
+      case OptionKind::kCount:
+      case OptionKind::kFraction:
+        text = value.dump();
+        break;
+      case OptionKind::kDuration:
+        text = absl::StrCat(value.get<double>(), "s");
+        break;
+    }
+    absl::Status s = SetAllocatorOption(o, field->name, text);
+    if (!s.ok()) throw std::invalid_argument(std::string(s.message()));
+  }
+  return o;
 }
 
 }  // namespace
@@ -114,19 +182,12 @@ json MemoryDumpToJsonValue(const MemoryDump& d) {
                     {"free_chunks", b.free_chunks},
                     {"free_bytes", b.free_bytes}});
   }
-  const AllocatorOptionsDump& o = d.options;
   return json{
       {"format", kFormat},
       {"version", kVersion},
       {"allocator", d.allocator_name},
       {"limit", d.limit},
-      {"options",
-       {{"allow_growth", o.allow_growth},
-        {"allow_retry_on_failure", o.allow_retry_on_failure},
-        {"garbage_collection", o.garbage_collection},
-        {"fragmentation_fraction", o.fragmentation_fraction},
-        {"retry_timeout_seconds", o.retry_timeout_seconds},
-        {"record_allocation_sites", o.record_allocation_sites}}},
+      {"options", OptionsToJsonValue(d.options)},
       {"stats", StatsToJsonValue(d.stats)},
       {"regions", std::move(regions)},
       {"chunks", std::move(chunks)},
@@ -147,15 +208,7 @@ MemoryDump MemoryDumpFromJsonValue(const json& j) {
   MemoryDump d;
   d.allocator_name = j.at("allocator").get<std::string>();
   d.limit = j.at("limit").get<uint64_t>();
-  const json& o = j.at("options");
-  d.options.allow_growth = o.at("allow_growth").get<bool>();
-  d.options.allow_retry_on_failure = o.at("allow_retry_on_failure").get<bool>();
-  d.options.garbage_collection = o.at("garbage_collection").get<bool>();
-  d.options.fragmentation_fraction =
-      o.at("fragmentation_fraction").get<double>();
-  d.options.retry_timeout_seconds = o.at("retry_timeout_seconds").get<double>();
-  d.options.record_allocation_sites =
-      o.at("record_allocation_sites").get<bool>();
+  d.options = OptionsFromJsonValue(j.at("options"));
   d.stats = StatsFromJsonValue(j.at("stats"));
   for (const json& r : j.at("regions")) {
     d.regions.push_back(

@@ -2,7 +2,7 @@
 // BuildReplayReport, its JSON (nlohmann-json, private) and the HTML viewer
 // page, whose template (tools/viewer/viewer.html) is compiled in as
 // internal::kViewerHtml by cmake/BfcEmbedText.cmake.
-#include "bfc/replay_report.h"
+#include "bfc/report/replay_report.h"
 
 #include <algorithm>
 #include <string>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "bfc/internal/memory_dump_json.h"
+#include "report/json_value.h"
 #include "nlohmann/json.hpp"
 
 namespace bfc {

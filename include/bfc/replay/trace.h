@@ -1,4 +1,4 @@
-// File: bfc/trace.h
+// File: bfc/replay/trace.h
 // -----------------------------------------------------------------------------
 //
 // Allocation traces in RAPIDS RMM's `logging_resource_adaptor` CSV format:

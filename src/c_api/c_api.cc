@@ -1,4 +1,4 @@
-// File: src/c_api.cc
+// File: src/c_api/c_api.cc
 // -----------------------------------------------------------------------------
 //
 // libbfc_alloc.so: the C ABI in bfc/c_api.h over one bfc::Allocator per
@@ -42,6 +42,7 @@
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
 #include "bfc/virtual_sub_allocator.h"
+#include "c_api/alloc_conf.h"
 
 #ifdef BFC_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -56,194 +57,13 @@
 namespace bfc {
 namespace {
 
-constexpr char kEnvVar[] = "BFC_ALLOC_CONF";
+using c_api::AllocConf;
+using c_api::Backend;
+using c_api::BackendName;
+using c_api::ParseAllocConf;
+
+constexpr const char* kEnvVar = c_api::kAllocConfEnvVar;
 constexpr size_t kVirtualDefaultBytes = size_t{64} << 30;
-
-enum class Backend { kCuda, kHost, kVirtual };
-
-const char* BackendName(Backend b) {
-  switch (b) {
-    case Backend::kCuda:
-      return "cuda";
-    case Backend::kHost:
-      return "host";
-    case Backend::kVirtual:
-      return "virtual";
-  }
-  return "?";
-}
-
-struct Config {
-  Backend backend = Backend::kCuda;
-  Allocator::Options options;
-  std::optional<size_t> memory_limit;
-  std::optional<double> memory_fraction;
-};
-
-// --- BFC_ALLOC_CONF parsing ------------------------------------------------
-
-constexpr const char* kKeys[] = {"backend",
-                                 "allow_growth",
-                                 "allow_retry_on_failure",
-                                 "garbage_collection",
-                                 "abort_on_invalid_input",
-                                 "fragmentation_fraction",
-                                 "retry_timeout",
-                                 "max_oom_logs",
-                                 "memory_limit",
-                                 "memory_fraction"};
-
-absl::Status BadValue(absl::string_view key, absl::string_view value,
-                      absl::string_view accepted) {
-  return absl::InvalidArgumentError(
-      absl::StrFormat("%s: bad value \"%s\" for %s (accepted values: %s)",
-                      kEnvVar, value, key, accepted));
-}
-
-absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view value) {
-  if (value == "true") return true;
-  if (value == "false") return false;
-  return BadValue(key, value, "true, false");
-}
-
-// "8GiB", "512 MB", "1.5GiB", "4096": bytes (> 0, rounded down).
-absl::StatusOr<size_t> ParseBytes(absl::string_view key,
-                                  absl::string_view value) {
-  static constexpr char kAccepted[] =
-      "a byte count > 0 with an optional unit B, KB, KiB, MB, MiB, GB, GiB, "
-      "TB, TiB, e.g. 8GiB";
-  size_t split = 0;
-  while (split < value.size() &&
-         (absl::ascii_isdigit(value[split]) || value[split] == '.')) {
-    ++split;
-  }
-  absl::string_view number = value.substr(0, split);
-  std::string unit =
-      absl::AsciiStrToLower(absl::StripAsciiWhitespace(value.substr(split)));
-  double n = 0;
-  if (number.empty() || !absl::SimpleAtod(number, &n)) {
-    return BadValue(key, value, kAccepted);
-  }
-  double scale = 0;
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},      {"b", 1},
-      {"kb", 1e3},  {"kib", 1024.0},
-      {"mb", 1e6},  {"mib", 1048576.0},
-      {"gb", 1e9},  {"gib", 1073741824.0},
-      {"tb", 1e12}, {"tib", 1099511627776.0}};
-  for (const auto& [name, s] : kUnits) {
-    if (unit == name) scale = s;
-  }
-  const double bytes = n * scale;
-  // 2^62: far above any device, and exactly representable.
-  if (scale == 0 || !(bytes >= 1) || bytes > 4611686018427387904.0) {
-    return BadValue(key, value, kAccepted);
-  }
-  return static_cast<size_t>(bytes);
-}
-
-absl::StatusOr<double> ParseFraction(absl::string_view key,
-                                     absl::string_view value, bool allow_zero) {
-  double d = 0;
-  const char* accepted =
-      allow_zero ? "a number in [0, 1]" : "a number in (0, 1]";
-  if (!absl::SimpleAtod(value, &d) || !(d >= 0 && d <= 1) ||
-      (!allow_zero && d == 0)) {
-    return BadValue(key, value, accepted);
-  }
-  return d;
-}
-
-absl::StatusOr<Config> ParseConfig(absl::string_view text) {
-  Config config;
-  std::vector<std::string> seen;
-  for (absl::string_view entry : absl::StrSplit(text, ',')) {
-    entry = absl::StripAsciiWhitespace(entry);
-    if (entry.empty()) continue;
-    const size_t colon = entry.find(':');
-    if (colon == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: entry \"%s\" is not key:value (accepted keys: %s)", kEnvVar,
-          entry, absl::StrJoin(kKeys, ", ")));
-    }
-    const std::string key(absl::StripAsciiWhitespace(entry.substr(0, colon)));
-    const absl::string_view value =
-        absl::StripAsciiWhitespace(entry.substr(colon + 1));
-    for (const std::string& s : seen) {
-      if (s == key) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: key %s is given more than once", kEnvVar, key));
-      }
-    }
-    seen.push_back(key);
-
-    Allocator::Options& o = config.options;
-    if (key == "backend") {
-      if (value == "cuda") {
-        config.backend = Backend::kCuda;
-      } else if (value == "host") {
-        config.backend = Backend::kHost;
-      } else if (value == "virtual") {
-        config.backend = Backend::kVirtual;
-      } else {
-        return BadValue(key, value, "cuda, host, virtual");
-      }
-    } else if (key == "allow_growth") {
-      absl::StatusOr<bool> b = ParseBool(key, value);
-      if (!b.ok()) return b.status();
-      o.allow_growth = *b;
-    } else if (key == "allow_retry_on_failure") {
-      absl::StatusOr<bool> b = ParseBool(key, value);
-      if (!b.ok()) return b.status();
-      o.allow_retry_on_failure = *b;
-    } else if (key == "garbage_collection") {
-      absl::StatusOr<bool> b = ParseBool(key, value);
-      if (!b.ok()) return b.status();
-      o.garbage_collection = *b;
-    } else if (key == "abort_on_invalid_input") {
-      absl::StatusOr<bool> b = ParseBool(key, value);
-      if (!b.ok()) return b.status();
-      o.abort_on_invalid_input = *b;
-    } else if (key == "fragmentation_fraction") {
-      absl::StatusOr<double> d = ParseFraction(key, value, true);
-      if (!d.ok()) return d.status();
-      o.fragmentation_fraction = *d;
-    } else if (key == "retry_timeout") {
-      absl::Duration d;
-      if (!absl::ParseDuration(value, &d) || d < absl::ZeroDuration() ||
-          d == absl::InfiniteDuration()) {
-        return BadValue(key, value,
-                        "a finite duration >= 0 such as 10s, 500ms, 1m");
-      }
-      o.retry_timeout = d;
-    } else if (key == "max_oom_logs") {
-      int n = 0;
-      if (!absl::SimpleAtoi(value, &n) || n < 0) {
-        return BadValue(key, value, "an integer >= 0");
-      }
-      o.max_oom_logs = n;
-    } else if (key == "memory_limit") {
-      absl::StatusOr<size_t> bytes = ParseBytes(key, value);
-      if (!bytes.ok()) return bytes.status();
-      config.memory_limit = *bytes;
-    } else if (key == "memory_fraction") {
-      absl::StatusOr<double> d = ParseFraction(key, value, false);
-      if (!d.ok()) return d.status();
-      config.memory_fraction = *d;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: unknown key \"%s\" (accepted keys: %s)", kEnvVar,
-                          key, absl::StrJoin(kKeys, ", ")));
-    }
-  }
-  if (config.memory_limit && config.memory_fraction) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: memory_limit and memory_fraction are both given (accepted: at "
-        "most one of them)",
-        kEnvVar));
-  }
-  return config;
-}
 
 // --- backends ----------------------------------------------------------------
 
@@ -254,7 +74,8 @@ size_t PhysicalMemoryBytes() {
   return static_cast<size_t>(pages) * static_cast<size_t>(page_size);
 }
 
-size_t Limit(const Config& config, size_t device_bytes, size_t default_bytes) {
+size_t Limit(const AllocConf& config, size_t device_bytes,
+             size_t default_bytes) {
   if (config.memory_limit) return *config.memory_limit;
   if (config.memory_fraction) {
     return static_cast<size_t>(*config.memory_fraction *
@@ -282,8 +103,8 @@ absl::Status CudaMemInfo(int device, size_t* free_bytes, size_t* total_bytes) {
 }
 #endif
 
-absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(const Config& config,
-                                                           int device) {
+absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
+    const AllocConf& config, int device) {
   const std::string name =
       absl::StrFormat("bfc_%s_%d", BackendName(config.backend), device);
   std::unique_ptr<SubAllocator> sub;
@@ -408,7 +229,7 @@ class Registry {
       delete slot.exchange(nullptr, std::memory_order_acq_rel);
     }
     for (std::string& e : device_errors_) e.clear();
-    config_ = Config();
+    config_ = AllocConf();
     config_status_ = absl::OkStatus();
     configured_.store(false, std::memory_order_release);
   }
@@ -419,7 +240,8 @@ class Registry {
   absl::Status ConfigureLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (configured_.load(std::memory_order_relaxed)) return config_status_;
     const char* text = std::getenv(kEnvVar);
-    absl::StatusOr<Config> parsed = ParseConfig(text == nullptr ? "" : text);
+    absl::StatusOr<AllocConf> parsed =
+        ParseAllocConf(text == nullptr ? "" : text);
     if (parsed.ok()) {
       config_ = *parsed;
       config_status_ = absl::OkStatus();
@@ -438,7 +260,7 @@ class Registry {
   // Written only under mu_ before configured_ is released; read freely after.
   std::atomic<bool> configured_{false};
   absl::Status config_status_;
-  Config config_;
+  AllocConf config_;
   std::array<std::atomic<Allocator*>, BFC_MAX_DEVICES> allocators_{};
   std::array<std::string, BFC_MAX_DEVICES> device_errors_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,4 +1,4 @@
-// File: bfc/internal/memory_dump_json.h
+// File: report/json_value.h
 // -----------------------------------------------------------------------------
 //
 // nlohmann::json values for the memory dump types, so that documents that

@@ -1,9 +1,8 @@
-// File: src/memory_dump.cc
-// Observability members of bfc::Allocator (snapshots, text dumps, allocation
-// sites, leak reports) and the text formatters of bfc/memory_dump.h. Kept out
-// of allocator.cc so the hot paths there stay short: allocator.cc only calls
-// RecordAllocationSite/ForgetAllocationSite (when sites are on), LogOom's
-// MemoryLogLocked and the destructor's LeakReportLocked.
+// File: src/core/memory_dump.cc
+// The MemoryDump helpers and the two text forms of a dump that the core itself
+// prints (TF's memory log on out-of-memory, the leak report at destruction):
+// FormatMemoryLog, FormatMemorySummary, FormatLargestLiveAllocations. The
+// renderings the core never needs (JSON, SVG, the viewer) are in src/report.
 #include "bfc/memory_dump.h"
 
 #include <algorithm>
@@ -13,16 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/debugging/stacktrace.h"
-#include "absl/debugging/symbolize.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
-#include "bfc/log.h"
+#include "bfc/units.h"
 
 namespace bfc {
 namespace {
@@ -31,54 +26,18 @@ using internal::Chunk;
 using internal::ChunkHandle;
 using internal::kInvalidChunkHandle;
 
-// Frames of the allocator itself (and of the std::function or replay glue in
-// front of it) say nothing about who allocated; they are dropped from the top
-// of a site so that site[0] is the caller.
-bool IsAllocatorFrame(const std::string& symbol) {
-  return absl::StartsWith(symbol, "bfc::Allocator::");
-}
-
-// Symbolizes program counters, caching per address: a dump of 100k chunks
-// has a few hundred distinct frames.
-class Symbolizer {
- public:
-  std::vector<std::string> Site(void* const* frames, int depth) {
-    std::vector<std::string> site;
-    bool in_allocator = true;
-    for (int i = 0; i < depth; ++i) {
-      const std::string& s = Name(frames[i]);
-      if (in_allocator && IsAllocatorFrame(s)) continue;
-      in_allocator = false;
-      site.push_back(s);
-    }
-    return site;
-  }
-
- private:
-  const std::string& Name(void* pc) {
-    auto it = cache_.find(pc);
-    if (it != cache_.end()) return it->second;
-    char buf[1024];
-    // A return address points after the call; pc - 1 is inside it, which
-    // matters when the call is a function's last instruction.
-    std::string name =
-        absl::Symbolize(static_cast<char*>(pc) - 1, buf, sizeof(buf))
-            ? std::string(buf)
-            : absl::StrFormat("%p", pc);
-    return cache_.emplace(pc, std::move(name)).first->second;
-  }
-
-  absl::flat_hash_map<void*, std::string> cache_;
-};
-
 // Live allocations in report order: largest first, then oldest.
-void SortOutstanding(std::vector<OutstandingAllocation>* v) {
+}  // namespace
+
+void SortByReportOrder(std::vector<OutstandingAllocation>* v) {
   std::sort(v->begin(), v->end(),
             [](const OutstandingAllocation& a, const OutstandingAllocation& b) {
               if (a.size != b.size) return a.size > b.size;
               return a.allocation_id < b.allocation_id;
             });
 }
+
+namespace {
 
 std::string FormatOutstanding(const std::vector<OutstandingAllocation>& live,
                               size_t top_n, bool sites_recorded) {
@@ -111,7 +70,7 @@ std::vector<OutstandingAllocation> OutstandingFromDump(const MemoryDump& d) {
     live.push_back(
         {c.address, c.size, c.requested_size, c.allocation_id, c.site});
   }
-  SortOutstanding(&live);
+  SortByReportOrder(&live);
   return live;
 }
 
@@ -120,19 +79,6 @@ std::string Percent(double fraction) {
 }
 
 }  // namespace
-
-std::string HumanReadableBytes(uint64_t bytes) {
-  if (bytes < 1024) return absl::StrCat(bytes, " B");
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB",
-                                       "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(bytes) / 1024.0;
-  int unit = 0;
-  while (v >= 1024.0 && unit < 5) {
-    v /= 1024.0;
-    ++unit;
-  }
-  return absl::StrFormat("%.2f %s", v, kUnits[unit]);
-}
 
 uint64_t MemoryDump::PoolBytes() const {
   uint64_t total = 0;
@@ -162,168 +108,9 @@ size_t MemoryDump::NumChunksInUse() const {
                     [](const ChunkDump& c) { return c.in_use; }));
 }
 
-// --- Allocator members -------------------------------------------------------
-
-void Allocator::RecordAllocationSite(int64_t allocation_id) {
-  RawStack& stack = sites_[allocation_id];
-  // The allocator's own frames are dropped when the site is symbolized
-  // (their number depends on inlining). Debian's Abseil unwinds by frame
-  // pointers, hence -fno-omit-frame-pointer on this library (src/CMakeLists).
-  stack.depth = absl::GetStackTrace(
-      stack.frames, static_cast<int>(sizeof(stack.frames) / sizeof(void*)),
-      /*skip_count=*/0);
-}
-
-void Allocator::ForgetAllocationSite(int64_t allocation_id) {
-  sites_.erase(allocation_id);
-}
-
-void Allocator::ResetPeakStats() {
-  internal::MutexLock lock(&mutex_);
-  stats_.peak_bytes_in_use = stats_.bytes_in_use;
-  *stats_.peak_pool_bytes = *stats_.pool_bytes;
-}
-
-MemoryDump Allocator::RecordMemoryMapLocked(bool sites) const {
-  MemoryDump d;
-  d.allocator_name = name_;
-  d.options.allow_growth = opts_.allow_growth;
-  d.options.allow_retry_on_failure = opts_.allow_retry_on_failure;
-  d.options.garbage_collection = opts_.garbage_collection;
-  d.options.fragmentation_fraction = opts_.fragmentation_fraction;
-  d.options.retry_timeout_seconds = absl::ToDoubleSeconds(opts_.retry_timeout);
-  d.options.record_allocation_sites = opts_.record_allocation_sites;
-  d.limit = memory_limit_;
-
-  // The same numbers GetStats() reports.
-  d.stats = stats_;
-  d.stats.largest_free_block_bytes =
-      static_cast<int64_t>(LargestFreeChunkLocked());
-  const int64_t free_bytes = *d.stats.pool_bytes - d.stats.bytes_in_use;
-  d.stats.fragmentation =
-      free_bytes > 0
-          ? static_cast<double>(free_bytes - d.stats.largest_free_block_bytes) /
-                static_cast<double>(free_bytes)
-          : 0.0;
-
-  d.bins.resize(kNumBins);
-  for (int b = 0; b < kNumBins; ++b) {
-    d.bins[b].bin = b;
-    d.bins[b].bin_size = internal::BinNumToSize(b);
-    d.bins[b].free_chunks = static_cast<int64_t>(bins_[b].size());
-    d.bins[b].free_bytes = static_cast<int64_t>(bins_[b].total_bytes());
-  }
-
-  Symbolizer symbolizer;
-  d.chunks.reserve(chunks_.num_live());
-  for (const internal::AllocationRegion& r : region_manager_.regions()) {
-    const int region = static_cast<int>(d.regions.size());
-    d.regions.push_back({r.addr(), r.memory_size()});
-    for (ChunkHandle h = region_manager_.get_handle(r.ptr());
-         h != kInvalidChunkHandle; h = chunks_[h].next) {
-      const Chunk& c = chunks_[h];
-      ChunkDump cd;
-      cd.address = c.addr();
-      cd.size = c.size;
-      cd.requested_size = c.requested_size;
-      cd.in_use = c.in_use();
-      cd.bin = c.in_use() ? internal::kInvalidBinNum
-                          : internal::BinNumForSize(c.size);
-      cd.allocation_id = c.allocation_id;
-      cd.region = region;
-      if (sites && cd.in_use) {
-        auto it = sites_.find(c.allocation_id);
-        if (it != sites_.end()) {
-          cd.site = symbolizer.Site(it->second.frames, it->second.depth);
-        }
-      }
-      BinDump& bin = d.bins[internal::BinNumForSize(c.size)];
-      ++bin.total_chunks;
-      bin.total_bytes += static_cast<int64_t>(c.size);
-      if (cd.in_use) {
-        ++bin.chunks_in_use;
-        bin.bytes_in_use += static_cast<int64_t>(c.size);
-        bin.requested_bytes_in_use += static_cast<int64_t>(c.requested_size);
-      }
-      d.chunks.push_back(std::move(cd));
-    }
-  }
-  return d;
-}
-
-MemoryDump Allocator::RecordMemoryMap() const {
-  MemoryDump d;
-  std::vector<std::pair<size_t, RawStack>> raw;
-  {
-    internal::MutexLock lock(&mutex_);
-    d = RecordMemoryMapLocked(/*sites=*/false);
-    if (!sites_.empty()) {
-      for (size_t i = 0; i < d.chunks.size(); ++i) {
-        if (!d.chunks[i].in_use) continue;
-        auto it = sites_.find(d.chunks[i].allocation_id);
-        if (it != sites_.end()) raw.emplace_back(i, it->second);
-      }
-    }
-  }
-  // Symbolizing reads ELF files: done without the lock.
-  Symbolizer symbolizer;
-  for (const auto& [i, stack] : raw) {
-    d.chunks[i].site = symbolizer.Site(stack.frames, stack.depth);
-  }
-  return d;
-}
-
-std::string Allocator::MemoryLogLocked(size_t num_bytes) const {
-  return FormatMemoryLog(RecordMemoryMapLocked(/*sites=*/true), num_bytes);
-}
-
-std::string Allocator::MemoryLog(size_t num_bytes) const {
-  internal::MutexLock lock(&mutex_);
-  return MemoryLogLocked(num_bytes);
-}
-
-void Allocator::DumpMemoryLog(size_t num_bytes) const {
-  Log(LogSeverity::kWarning, MemoryLog(num_bytes));
-}
-
-std::string Allocator::MemorySummary() const {
-  MemoryDump d;
-  {
-    internal::MutexLock lock(&mutex_);
-    d = RecordMemoryMapLocked(/*sites=*/false);
-  }
-  return FormatMemorySummary(d);
-}
-
-std::vector<OutstandingAllocation> Allocator::OutstandingAllocations() const {
-  std::vector<OutstandingAllocation> live;
-  std::vector<RawStack> raw;
-  {
-    internal::MutexLock lock(&mutex_);
-    for (const internal::AllocationRegion& r : region_manager_.regions()) {
-      for (ChunkHandle h = region_manager_.get_handle(r.ptr());
-           h != kInvalidChunkHandle; h = chunks_[h].next) {
-        const Chunk& c = chunks_[h];
-        if (!c.in_use()) continue;
-        live.push_back(
-            {c.addr(), c.size, c.requested_size, c.allocation_id, {}});
-        auto it = sites_.find(c.allocation_id);
-        raw.push_back(it != sites_.end() ? it->second : RawStack());
-      }
-    }
-  }
-  Symbolizer symbolizer;
-  for (size_t i = 0; i < live.size(); ++i) {
-    live[i].site = symbolizer.Site(raw[i].frames, raw[i].depth);
-  }
-  SortOutstanding(&live);
-  return live;
-}
-
-std::string Allocator::LeakReportLocked(size_t top_n) const {
-  MemoryDump d = RecordMemoryMapLocked(/*sites=*/true);
-  return absl::StrCat("\n", FormatOutstanding(OutstandingFromDump(d), top_n,
-                                              opts_.record_allocation_sites));
+std::string FormatLargestLiveAllocations(const MemoryDump& d, size_t top_n) {
+  return FormatOutstanding(OutstandingFromDump(d), top_n,
+                           d.options.record_allocation_sites);
 }
 
 // --- Text formats ------------------------------------------------------------

@@ -1,4 +1,4 @@
-#include "bfc/replay.h"
+#include "bfc/replay/replay.h"
 
 #include <algorithm>
 #include <chrono>

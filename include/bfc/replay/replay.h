@@ -1,7 +1,7 @@
-// File: bfc/replay.h
+// File: bfc/replay/replay.h
 // -----------------------------------------------------------------------------
 //
-// Replays a CompiledTrace (see bfc/trace.h) against a bfc::Allocator and
+// Replays a CompiledTrace (see bfc/replay/trace.h) against a bfc::Allocator and
 // measures what happened: how much memory the pool needed compared with what
 // the program had live, how many requests failed, and how fast it went.
 //
@@ -41,7 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "bfc/allocator.h"
-#include "bfc/trace.h"
+#include "bfc/replay/trace.h"
 
 namespace bfc {
 

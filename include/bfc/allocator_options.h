@@ -1,0 +1,119 @@
+// File: bfc/allocator_options.h
+// -----------------------------------------------------------------------------
+//
+// bfc::AllocatorOptions (spelled `bfc::Allocator::Options` in code ported from
+// TensorFlow): how an Allocator grows, retries and reports. The defaults are
+// TensorFlow's BFC behaviour; every bfc addition defaults to "off" or to TF's
+// value.
+//
+// One definition, one table. The fields are declared once, in
+// BFC_ALLOCATOR_OPTION_FIELDS below, with their type, default, kind, unit and
+// a one-line doc. Everything that names options is produced from that list:
+// the struct itself, AllocatorOptionFields() (the table), the BFC_ALLOC_CONF
+// parser of libbfc_alloc.so, the "options" section of a memory dump's JSON
+// (both directions), the flags and --help of bfc-replay, and the README table
+// (checked by a test). Adding an option is one line here, its use in the
+// allocator, and its test.
+//
+// Value grammar, per kind (SetAllocatorOption / AllocatorOptionToString):
+//   kBool      true | false, in any case (PyTorch writes True)
+//   kCount     a decimal integer in [0, 2^31 - 1]
+//   kFraction  a decimal number in [0, 1]
+//   kDuration  a finite duration >= 0: 10s, 500ms, 1m, 1.5s (absl::Duration)
+//
+// Example:
+//
+//   bfc::AllocatorOptions options;
+//   absl::Status s = bfc::SetAllocatorOption(options, "allow_growth", "false");
+//   // s: OK; options.allow_growth == false
+//   s = bfc::SetAllocatorOption(options, "retry_timeout", "soon");
+//   // s: InvalidArgument naming retry_timeout, "soon" and the grammar
+//
+// Thread safety: plain values; the functions are thread-safe.
+#ifndef BFC_ALLOCATOR_OPTIONS_H_
+#define BFC_ALLOCATOR_OPTIONS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace bfc {
+
+// X(type, name, default, kind, unit, doc). Kinds and units are described in
+// the file comment; `doc` is one line, used verbatim by --help and the README.
+#define BFC_ALLOCATOR_OPTION_FIELDS(X)                                        \
+  X(bool, allow_growth, true, kBool, "",                                      \
+    "Grow from 2 MiB by doubling; false: the first Extend takes the whole "   \
+    "limit (TF: allow_growth)")                                               \
+  X(bool, allow_retry_on_failure, true, kBool, "",                            \
+    "On out-of-memory, wait up to retry_timeout for other threads' frees "    \
+    "(TF: allow_retry_on_failure)")                                           \
+  X(bool, garbage_collection, false, kBool, "",                               \
+    "On out-of-memory, give fully-free regions back, then extend again "      \
+    "(TF: garbage_collection)")                                               \
+  X(double, fragmentation_fraction, 0.0, kFraction, "fraction of the limit",  \
+    "Split cap: a leftover at least this fraction of the limit is split off " \
+    "(0: 128 MiB, TF's default)")                                             \
+  X(absl::Duration, retry_timeout, absl::Seconds(10), kDuration, "duration",  \
+    "How long a retrying allocation waits for frees (TF: 10 s)")              \
+  X(bool, abort_on_invalid_input, false, kBool, "",                           \
+    "Abort the process on an invalid free or request instead of reporting "   \
+    "it (TF always aborts on an invalid free)")                               \
+  X(int, max_oom_logs, 10, kCount, "count",                                   \
+    "At most this many out-of-memory reports are logged per allocator")       \
+  X(bool, record_allocation_sites, false, kBool, "",                          \
+    "Capture the call stack of every allocation for dumps and leak and OOM "  \
+    "reports (a stack walk per allocation)")
+
+struct AllocatorOptions {
+#define BFC_INTERNAL_DECLARE_OPTION(type, name, default_value, kind, unit, \
+                                    doc)                                   \
+  type name = default_value;
+  BFC_ALLOCATOR_OPTION_FIELDS(BFC_INTERNAL_DECLARE_OPTION)
+#undef BFC_INTERNAL_DECLARE_OPTION
+};
+
+enum class OptionKind { kBool, kCount, kFraction, kDuration };
+
+// One row of the table. The default, as text in the value grammar, is
+// AllocatorOptionToString(AllocatorOptions(), name).
+struct OptionField {
+  absl::string_view name;  // as in BFC_ALLOC_CONF: allow_growth
+  OptionKind kind;
+  absl::string_view unit;  // "" when the kind says it all
+  absl::string_view doc;   // one line
+};
+
+// Every option, in declaration order.
+absl::Span<const OptionField> AllocatorOptionFields();
+// The row for `name`, or nullptr.
+const OptionField* FindAllocatorOptionField(absl::string_view name);
+// What each kind accepts, for messages and --help: "true or false".
+absl::string_view OptionKindGrammar(OptionKind kind);
+
+// Sets option `name` from `value` (grammar above). InvalidArgument naming the
+// option, the value and what is accepted (or, for an unknown name, every
+// accepted name); `options` is unchanged on failure.
+absl::Status SetAllocatorOption(AllocatorOptions& options,
+                                absl::string_view name,
+                                absl::string_view value);
+// The value of option `name` in the same grammar ("true", "0.5", "10s"), so
+// that SetAllocatorOption(o, n, AllocatorOptionToString(o, n)) is a no-op.
+// Empty for an unknown name.
+std::string AllocatorOptionToString(const AllocatorOptions& options,
+                                    absl::string_view name);
+
+// The README's table of options: name, kind/unit, default, doc (Markdown).
+std::string AllocatorOptionsMarkdownTable();
+
+bool operator==(const AllocatorOptions& a, const AllocatorOptions& b);
+inline bool operator!=(const AllocatorOptions& a, const AllocatorOptions& b) {
+  return !(a == b);
+}
+
+}  // namespace bfc
+
+#endif  // BFC_ALLOCATOR_OPTIONS_H_

@@ -1,0 +1,122 @@
+// File: src/c_api/alloc_conf.cc
+// BFC_ALLOC_CONF: the keys of its own (backend, memory_limit,
+// memory_fraction) and, through the option table, every allocator option.
+#include "c_api/alloc_conf.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "bfc/allocator_options.h"
+#include "bfc/units.h"
+
+namespace bfc::c_api {
+namespace {
+
+constexpr const char* kOwnKeys[] = {"backend", "memory_limit",
+                                    "memory_fraction"};
+
+absl::Status BadValue(absl::string_view key, absl::string_view value,
+                      absl::string_view accepted) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: bad value \"%s\" for %s (accepted values: %s)",
+                      kAllocConfEnvVar, value, key, accepted));
+}
+
+}  // namespace
+
+const char* BackendName(Backend backend) {
+  switch (backend) {
+    case Backend::kCuda:
+      return "cuda";
+    case Backend::kHost:
+      return "host";
+    case Backend::kVirtual:
+      return "virtual";
+  }
+  return "?";
+}
+
+std::string AllocConfKeys() {
+  std::string keys;
+  for (const char* k : kOwnKeys)
+    absl::StrAppend(&keys, keys.empty() ? "" : ", ", k);
+  for (const OptionField& f : AllocatorOptionFields()) {
+    absl::StrAppend(&keys, ", ", f.name);
+  }
+  return keys;
+}
+
+absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
+  AllocConf conf;
+  std::vector<std::string> seen;
+  for (absl::string_view entry : absl::StrSplit(text, ',')) {
+    entry = absl::StripAsciiWhitespace(entry);
+    if (entry.empty()) continue;
+    const size_t colon = entry.find(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: entry \"%s\" is not key:value (accepted keys: %s)",
+          kAllocConfEnvVar, entry, AllocConfKeys()));
+    }
+    const std::string key(absl::StripAsciiWhitespace(entry.substr(0, colon)));
+    const absl::string_view value =
+        absl::StripAsciiWhitespace(entry.substr(colon + 1));
+    for (const std::string& s : seen) {
+      if (s == key) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: key %s is given more than once", kAllocConfEnvVar, key));
+      }
+    }
+    seen.push_back(key);
+
+    if (key == "backend") {
+      if (value == "cuda") {
+        conf.backend = Backend::kCuda;
+      } else if (value == "host") {
+        conf.backend = Backend::kHost;
+      } else if (value == "virtual") {
+        conf.backend = Backend::kVirtual;
+      } else {
+        return BadValue(key, value, "cuda, host, virtual");
+      }
+    } else if (key == "memory_limit") {
+      absl::StatusOr<uint64_t> bytes = ParseByteSize(value);
+      if (!bytes.ok() || *bytes == 0) {
+        return BadValue(
+            key, value,
+            absl::StrCat("a byte count > 0 (", kByteSizeGrammar, ")"));
+      }
+      conf.memory_limit = *bytes;
+    } else if (key == "memory_fraction") {
+      double d = 0;
+      if (!absl::SimpleAtod(value, &d) || !(d > 0 && d <= 1)) {
+        return BadValue(key, value, "a number in (0, 1]");
+      }
+      conf.memory_fraction = d;
+    } else if (const OptionField* field = FindAllocatorOptionField(key)) {
+      if (!SetAllocatorOption(conf.options, key, value).ok()) {
+        return BadValue(key, value, OptionKindGrammar(field->kind));
+      }
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: unknown key \"%s\" (accepted keys: %s)",
+                          kAllocConfEnvVar, key, AllocConfKeys()));
+    }
+  }
+  if (conf.memory_limit && conf.memory_fraction) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: memory_limit and memory_fraction are both given (accepted: at "
+        "most one of them)",
+        kAllocConfEnvVar));
+  }
+  return conf;
+}
+
+}  // namespace bfc::c_api

@@ -1,0 +1,53 @@
+// File: src/c_api/alloc_conf.h
+// -----------------------------------------------------------------------------
+//
+// The BFC_ALLOC_CONF grammar of libbfc_alloc.so (and of bfc-replay --conf),
+// parsed into an AllocConf. PyTorch's PYTORCH_CUDA_ALLOC_CONF shape:
+//
+//   key:value[,key:value...]     spaces around keys and values are ignored
+//
+// Keys: `backend` (cuda | host | virtual), `memory_limit` (a byte size,
+// bfc/units.h, > 0) or `memory_fraction` (a number in (0, 1], of the device's
+// total memory), and every option of the table in bfc/allocator_options.h by
+// its name, with that option's value grammar. A key given twice, an unknown
+// key, a bad value, or both memory_limit and memory_fraction is
+// InvalidArgument naming the key, the value and what is accepted; the caller
+// then fails every allocation with that message rather than run with a
+// configuration the user did not ask for.
+//
+// Thread safety: stateless functions.
+#ifndef BFC_C_API_ALLOC_CONF_H_
+#define BFC_C_API_ALLOC_CONF_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "bfc/allocator_options.h"
+
+namespace bfc::c_api {
+
+inline constexpr char kAllocConfEnvVar[] = "BFC_ALLOC_CONF";
+
+enum class Backend { kCuda, kHost, kVirtual };
+// "cuda", "host", "virtual".
+const char* BackendName(Backend backend);
+
+struct AllocConf {
+  Backend backend = Backend::kCuda;
+  AllocatorOptions options;
+  std::optional<uint64_t> memory_limit;   // bytes
+  std::optional<double> memory_fraction;  // of the device's total memory
+};
+
+// Parses `text` (empty: the defaults). Messages start with "BFC_ALLOC_CONF: ".
+absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text);
+
+// Every accepted key, comma-separated, for messages and --help.
+std::string AllocConfKeys();
+
+}  // namespace bfc::c_api
+
+#endif  // BFC_C_API_ALLOC_CONF_H_

@@ -1,0 +1,161 @@
+// File: src/core/allocator_options.cc
+// The option table of bfc/allocator_options.h, generated from
+// BFC_ALLOCATOR_OPTION_FIELDS, and the value grammar per kind.
+#include "bfc/allocator_options.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace bfc {
+namespace {
+
+// The default as text, in the value grammar.
+std::string ToText(bool v) { return v ? "true" : "false"; }
+std::string ToText(int v) { return absl::StrCat(v); }
+std::string ToText(double v) { return absl::StrCat(v); }
+std::string ToText(absl::Duration v) { return absl::FormatDuration(v); }
+
+constexpr OptionField kFields[] = {
+#define BFC_INTERNAL_OPTION_ROW(type, name, default_value, kind, unit, doc) \
+  {#name, OptionKind::kind, unit, doc},
+    BFC_ALLOCATOR_OPTION_FIELDS(BFC_INTERNAL_OPTION_ROW)
+#undef BFC_INTERNAL_OPTION_ROW
+};
+
+absl::Status BadValue(const OptionField& f, absl::string_view value) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("bad value \"%s\" for option %s (accepted: %s)", value,
+                      f.name, OptionKindGrammar(f.kind)));
+}
+
+absl::Status Parse(const OptionField& f, absl::string_view text, bool* out) {
+  const std::string v = absl::AsciiStrToLower(text);
+  if (v == "true") {
+    *out = true;
+  } else if (v == "false") {
+    *out = false;
+  } else {
+    return BadValue(f, text);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Parse(const OptionField& f, absl::string_view text, int* out) {
+  int v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < 0) return BadValue(f, text);
+  *out = v;
+  return absl::OkStatus();
+}
+
+absl::Status Parse(const OptionField& f, absl::string_view text, double* out) {
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !(v >= 0 && v <= 1)) {
+    return BadValue(f, text);
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+absl::Status Parse(const OptionField& f, absl::string_view text,
+                   absl::Duration* out) {
+  absl::Duration v;
+  if (!absl::ParseDuration(text, &v) || v < absl::ZeroDuration() ||
+      v == absl::InfiniteDuration()) {
+    return BadValue(f, text);
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+std::string AcceptedNames() {
+  std::string names;
+  for (const OptionField& f : kFields) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
+  }
+  return names;
+}
+
+}  // namespace
+
+absl::Span<const OptionField> AllocatorOptionFields() { return kFields; }
+
+const OptionField* FindAllocatorOptionField(absl::string_view name) {
+  for (const OptionField& f : kFields) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+absl::string_view OptionKindGrammar(OptionKind kind) {
+  switch (kind) {
+    case OptionKind::kBool:
+      return "true, false";
+    case OptionKind::kCount:
+      return "an integer >= 0";
+    case OptionKind::kFraction:
+      return "a number in [0, 1]";
+    case OptionKind::kDuration:
+      return "a finite duration >= 0 such as 10s, 500ms, 1m";
+  }
+  return "";
+}
+
+absl::Status SetAllocatorOption(AllocatorOptions& options,
+                                absl::string_view name,
+                                absl::string_view value) {
+  value = absl::StripAsciiWhitespace(value);
+#define BFC_INTERNAL_SET_OPTION(type, field, default_value, kind, unit, doc) \
+  if (name == #field) {                                                      \
+    type parsed{};                                                           \
+    absl::Status s = Parse(*FindAllocatorOptionField(name), value, &parsed); \
+    if (s.ok()) options.field = parsed;                                      \
+    return s;                                                                \
+  }
+  BFC_ALLOCATOR_OPTION_FIELDS(BFC_INTERNAL_SET_OPTION)
+#undef BFC_INTERNAL_SET_OPTION
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown option \"%s\" (accepted: %s)", name, AcceptedNames()));
+}
+
+std::string AllocatorOptionToString(const AllocatorOptions& options,
+                                    absl::string_view name) {
+#define BFC_INTERNAL_GET_OPTION(type, field, default_value, kind, unit, doc) \
+  if (name == #field) return ToText(options.field);
+  BFC_ALLOCATOR_OPTION_FIELDS(BFC_INTERNAL_GET_OPTION)
+#undef BFC_INTERNAL_GET_OPTION
+  return "";
+}
+
+std::string AllocatorOptionsMarkdownTable() {
+  const AllocatorOptions defaults;
+  std::string out =
+      "| option | accepts | default | what it does |\n"
+      "|---|---|---|---|\n";
+  for (const OptionField& f : kFields) {
+    absl::StrAppend(&out, "| `", f.name, "` | ", OptionKindGrammar(f.kind),
+                    f.unit.empty() ? "" : absl::StrCat(" (", f.unit, ")"),
+                    " | `", AllocatorOptionToString(defaults, f.name), "` | ",
+                    f.doc, " |\n");
+  }
+  return out;
+}
+
+bool operator==(const AllocatorOptions& a, const AllocatorOptions& b) {
+#define BFC_INTERNAL_EQ_OPTION(type, field, default_value, kind, unit, doc) \
+  if (!(a.field == b.field)) return false;
+  BFC_ALLOCATOR_OPTION_FIELDS(BFC_INTERNAL_EQ_OPTION)
+#undef BFC_INTERNAL_EQ_OPTION
+  return true;
+}
+
+}  // namespace bfc

@@ -1,0 +1,229 @@
+// File: src/core/allocator_snapshot.cc
+// The read-only views of bfc::Allocator: RecordMemoryMap (a MemoryDump),
+// the memory log and summary, outstanding allocations and their sites, the
+// leak report. Kept out of allocator.cc so that file holds the allocation and
+// free paths alone; allocator.cc calls in here only when sites are recorded,
+// on out-of-memory (MemoryLogLocked) and in the destructor (LeakReportLocked).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/debugging/stacktrace.h"
+#include "absl/debugging/symbolize.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/allocator.h"
+#include "bfc/internal/bin.h"
+#include "bfc/log.h"
+#include "bfc/memory_dump.h"
+
+namespace bfc {
+namespace {
+
+using internal::Chunk;
+using internal::ChunkHandle;
+using internal::kInvalidChunkHandle;
+
+// Frames of the allocator itself (and of the std::function or replay glue in
+// front of it) say nothing about who allocated; they are dropped from the top
+// of a site so that site[0] is the caller.
+bool IsAllocatorFrame(const std::string& symbol) {
+  return absl::StartsWith(symbol, "bfc::Allocator::");
+}
+
+// Symbolizes program counters, caching per address: a dump of 100k chunks
+// has a few hundred distinct frames.
+class Symbolizer {
+ public:
+  std::vector<std::string> Site(void* const* frames, int depth) {
+    std::vector<std::string> site;
+    bool in_allocator = true;
+    for (int i = 0; i < depth; ++i) {
+      const std::string& s = Name(frames[i]);
+      if (in_allocator && IsAllocatorFrame(s)) continue;
+      in_allocator = false;
+      site.push_back(s);
+    }
+    return site;
+  }
+
+ private:
+  const std::string& Name(void* pc) {
+    auto it = cache_.find(pc);
+    if (it != cache_.end()) return it->second;
+    char buf[1024];
+    // A return address points after the call; pc - 1 is inside it, which
+    // matters when the call is a function's last instruction.
+    std::string name =
+        absl::Symbolize(static_cast<char*>(pc) - 1, buf, sizeof(buf))
+            ? std::string(buf)
+            : absl::StrFormat("%p", pc);
+    return cache_.emplace(pc, std::move(name)).first->second;
+  }
+
+  absl::flat_hash_map<void*, std::string> cache_;
+};
+
+}  // namespace
+
+void Allocator::RecordAllocationSite(int64_t allocation_id) {
+  RawStack& stack = sites_[allocation_id];
+  // The allocator's own frames are dropped when the site is symbolized
+  // (their number depends on inlining). Debian's Abseil unwinds by frame
+  // pointers, hence -fno-omit-frame-pointer on this library (src/CMakeLists).
+  stack.depth = absl::GetStackTrace(
+      stack.frames, static_cast<int>(sizeof(stack.frames) / sizeof(void*)),
+      /*skip_count=*/0);
+}
+
+void Allocator::ForgetAllocationSite(int64_t allocation_id) {
+  sites_.erase(allocation_id);
+}
+
+void Allocator::ResetPeakStats() {
+  internal::MutexLock lock(&mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  *stats_.peak_pool_bytes = *stats_.pool_bytes;
+}
+
+MemoryDump Allocator::RecordMemoryMapLocked(bool sites) const {
+  MemoryDump d;
+  d.allocator_name = name_;
+  d.options = opts_;
+  d.limit = memory_limit_;
+
+  // The same numbers GetStats() reports.
+  d.stats = stats_;
+  d.stats.largest_free_block_bytes =
+      static_cast<int64_t>(LargestFreeChunkLocked());
+  const int64_t free_bytes = *d.stats.pool_bytes - d.stats.bytes_in_use;
+  d.stats.fragmentation =
+      free_bytes > 0
+          ? static_cast<double>(free_bytes - d.stats.largest_free_block_bytes) /
+                static_cast<double>(free_bytes)
+          : 0.0;
+
+  d.bins.resize(kNumBins);
+  for (int b = 0; b < kNumBins; ++b) {
+    d.bins[b].bin = b;
+    d.bins[b].bin_size = internal::BinNumToSize(b);
+    d.bins[b].free_chunks = static_cast<int64_t>(bins_[b].size());
+    d.bins[b].free_bytes = static_cast<int64_t>(bins_[b].total_bytes());
+  }
+
+  Symbolizer symbolizer;
+  d.chunks.reserve(chunks_.num_live());
+  for (const internal::AllocationRegion& r : region_manager_.regions()) {
+    const int region = static_cast<int>(d.regions.size());
+    d.regions.push_back({r.addr(), r.memory_size()});
+    for (ChunkHandle h = region_manager_.get_handle(r.ptr());
+         h != kInvalidChunkHandle; h = chunks_[h].next) {
+      const Chunk& c = chunks_[h];
+      ChunkDump cd;
+      cd.address = c.addr();
+      cd.size = c.size;
+      cd.requested_size = c.requested_size;
+      cd.in_use = c.in_use();
+      cd.bin = c.in_use() ? internal::kInvalidBinNum
+                          : internal::BinNumForSize(c.size);
+      cd.allocation_id = c.allocation_id;
+      cd.region = region;
+      if (sites && cd.in_use) {
+        auto it = sites_.find(c.allocation_id);
+        if (it != sites_.end()) {
+          cd.site = symbolizer.Site(it->second.frames, it->second.depth);
+        }
+      }
+      BinDump& bin = d.bins[internal::BinNumForSize(c.size)];
+      ++bin.total_chunks;
+      bin.total_bytes += static_cast<int64_t>(c.size);
+      if (cd.in_use) {
+        ++bin.chunks_in_use;
+        bin.bytes_in_use += static_cast<int64_t>(c.size);
+        bin.requested_bytes_in_use += static_cast<int64_t>(c.requested_size);
+      }
+      d.chunks.push_back(std::move(cd));
+    }
+  }
+  return d;
+}
+
+MemoryDump Allocator::RecordMemoryMap() const {
+  MemoryDump d;
+  std::vector<std::pair<size_t, RawStack>> raw;
+  {
+    internal::MutexLock lock(&mutex_);
+    d = RecordMemoryMapLocked(/*sites=*/false);
+    if (!sites_.empty()) {
+      for (size_t i = 0; i < d.chunks.size(); ++i) {
+        if (!d.chunks[i].in_use) continue;
+        auto it = sites_.find(d.chunks[i].allocation_id);
+        if (it != sites_.end()) raw.emplace_back(i, it->second);
+      }
+    }
+  }
+  // Symbolizing reads ELF files: done without the lock.
+  Symbolizer symbolizer;
+  for (const auto& [i, stack] : raw) {
+    d.chunks[i].site = symbolizer.Site(stack.frames, stack.depth);
+  }
+  return d;
+}
+
+std::string Allocator::MemoryLogLocked(size_t num_bytes) const {
+  return FormatMemoryLog(RecordMemoryMapLocked(/*sites=*/true), num_bytes);
+}
+
+std::string Allocator::MemoryLog(size_t num_bytes) const {
+  internal::MutexLock lock(&mutex_);
+  return MemoryLogLocked(num_bytes);
+}
+
+void Allocator::DumpMemoryLog(size_t num_bytes) const {
+  Log(LogSeverity::kWarning, MemoryLog(num_bytes));
+}
+
+std::string Allocator::MemorySummary() const {
+  MemoryDump d;
+  {
+    internal::MutexLock lock(&mutex_);
+    d = RecordMemoryMapLocked(/*sites=*/false);
+  }
+  return FormatMemorySummary(d);
+}
+
+std::vector<OutstandingAllocation> Allocator::OutstandingAllocations() const {
+  std::vector<OutstandingAllocation> live;
+  std::vector<RawStack> raw;
+  {
+    internal::MutexLock lock(&mutex_);
+    for (const internal::AllocationRegion& r : region_manager_.regions()) {
+      for (ChunkHandle h = region_manager_.get_handle(r.ptr());
+           h != kInvalidChunkHandle; h = chunks_[h].next) {
+        const Chunk& c = chunks_[h];
+        if (!c.in_use()) continue;
+        live.push_back(
+            {c.addr(), c.size, c.requested_size, c.allocation_id, {}});
+        auto it = sites_.find(c.allocation_id);
+        raw.push_back(it != sites_.end() ? it->second : RawStack());
+      }
+    }
+  }
+  Symbolizer symbolizer;
+  for (size_t i = 0; i < live.size(); ++i) {
+    live[i].site = symbolizer.Site(raw[i].frames, raw[i].depth);
+  }
+  SortByReportOrder(&live);
+  return live;
+}
+
+std::string Allocator::LeakReportLocked(size_t top_n) const {
+  MemoryDump d = RecordMemoryMapLocked(/*sites=*/true);
+  return absl::StrCat("\n", FormatLargestLiveAllocations(d, top_n));
+}
+
+}  // namespace bfc
