@@ -1,13 +1,13 @@
-// File: src/mutex.cc
+// File: src/core/mutex.cc
+// The futex calls and the slow paths of bfc::internal::Mutex and CondVar.
 #include "bfc/internal/mutex.h"
 
-#if defined(BFC_INTERNAL_FUTEX_MUTEX)
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <climits>
+#include "absl/time/clock.h"
 
 namespace bfc::internal {
 
@@ -52,17 +52,25 @@ void Mutex::LockSlow() {
 }
 
 void CondVar::WaitWithDeadline(Mutex* mu, absl::Time deadline) {
+  // For TSan a wait is an unlock of `mu` followed by a lock of it: the
+  // happens-before edges come from `mu` alone. The unlock annotation spans
+  // the sleep, so the sequence number's atomics (ignored inside it) add no
+  // edge of their own.
+  BFC_INTERNAL_TSAN_MUTEX_PRE_UNLOCK(mu);
+  // Read before unlocking: a SignalAll under `mu` after the unlock changes
+  // the number, and the futex then refuses to sleep.
   const uint32_t seq = seq_.load(std::memory_order_acquire);
   const absl::Duration left = deadline - absl::Now();
-  mu->Unlock();
+  mu->RawUnlock();
   if (left > absl::ZeroDuration()) {
     FutexWait(
         &seq_, seq,
         left == absl::InfiniteDuration() ? -1 : absl::ToInt64Nanoseconds(left));
   }
-  mu->Lock();
+  BFC_INTERNAL_TSAN_MUTEX_POST_UNLOCK(mu);
+  BFC_INTERNAL_TSAN_MUTEX_PRE_LOCK(mu);
+  mu->RawLock();
+  BFC_INTERNAL_TSAN_MUTEX_POST_LOCK(mu);
 }
 
 }  // namespace bfc::internal
-
-#endif  // BFC_INTERNAL_FUTEX_MUTEX

@@ -1,30 +1,77 @@
 // File: bfc/internal/mutex.h
 // -----------------------------------------------------------------------------
 //
-// The allocator's lock, behind the clang thread-safety annotations absl::Mutex
-// carries.
+// bfc's one lock: Mutex, CondVar and MutexLock, with the clang thread-safety
+// annotations absl::Mutex carries. Every lock in the library is this Mutex,
+// in every build: the lock that ships is the lock ThreadSanitizer checks.
 //
-// On Linux it is a three-state futex word (0 free, 1 held, 2 held with
-// sleepers; Drepper, "Futexes Are Tricky", mutex 3): an uncontended Lock is
-// one compare-and-swap and Unlock one exchange, with a short spin before a
-// contended Lock sleeps. The CondVar is a futex sequence number. Why not the
-// alternatives:
-// - absl::Mutex: Debian's libabsl is built without NDEBUG, so every Lock runs
-//   the deadlock detector (GraphCycles::GetId, a thread-local lookup and a
-//   hash probe): about a quarter of an uncontended allocate/free pair.
-// - std::mutex (pthread_mutex_lock/unlock): ~50 instructions per lock/unlock
-//   pair of type checks and bookkeeping, ~13 % of a trace replay's
-//   instructions (callgrind, tools/count-instructions.sh).
-// Under ThreadSanitizer, and off Linux, it is std::mutex and
-// std::condition_variable, which TSan understands.
+// Locks
+// -----
+// A thread that holds several of these locks took them in this order, outer
+// first (clang: ABSL_ACQUIRED_BEFORE on the outer lock's declaration):
+//
+//   1. The C ABI's registry mutex (Registry::mu_, src/c_api/c_api.cc): the
+//      per-device allocator table, BFC_ALLOC_CONF and the sticky per-device
+//      errors. Held while a device's allocator is created (its constructor
+//      may log) and while the test reset destroys allocators. bfc_malloc and
+//      bfc_free on an existing device do not take it (atomics publish the
+//      allocators).
+//   2. An allocator's mutex (Allocator::mutex_, src/core/allocator.cc): all of
+//      one allocator's state (chunks, bins, regions, stats, allocation sites);
+//      Allocator::freed_cv_ waits on it. Held across calls into the
+//      allocator's SubAllocator and into Log(). Never two allocators' mutexes
+//      at once.
+//   3. The log sink's mutex (log_sink_mutex below, src/core/log.cc): the sink
+//      pointer only. Held while the sink is copied, never while it runs.
+//
+// What keeps the order acyclic, and nothing can check statically: a
+// SubAllocator and a log sink run under their allocator's mutex, so they must
+// not call back into that allocator, nor into the C ABI for its device (a
+// self-deadlock, or an inversion of 1 and 2 when the device is new).
+//
+// Checked by: clang's -Wthread-safety-beta (the `tsa` preset) for nestings
+// within one function, where both locks can be named (1 -> 3 and 2 -> 3; the
+// registry and Allocator::mutex_ cannot name each other: one is file-local,
+// the other private); plain -Wthread-safety ignores ACQUIRED_BEFORE/AFTER.
+// At run time ThreadSanitizer's deadlock detector (the `tsan` preset) sees
+// every nesting, across functions, through the hooks below, and reports a
+// lock-order inversion.
+//
+// Why bfc ships its own lock: Debian's libabsl is built without NDEBUG, so
+// every absl::Mutex::Lock runs the deadlock detector (GraphCycles::GetId, a
+// thread-local lookup and a hash probe): about a quarter of an uncontended
+// allocate/free pair. std::mutex (pthread_mutex_lock/unlock) costs ~50
+// instructions per lock/unlock pair of type checks and bookkeeping, ~13 % of a
+// trace replay's instructions (callgrind, tools/count-instructions.sh).
+//
+// The implementation
+// ------------------
+// Mutex is a three-state futex word (0 free, 1 held, 2 held with sleepers;
+// Drepper, "Futexes Are Tricky", mutex 3): an uncontended Lock is one
+// compare-and-swap and Unlock one exchange, with a short spin before a
+// contended Lock sleeps. CondVar is a futex sequence number. Linux only.
+//
+// Under ThreadSanitizer (and only there; the hooks compile to nothing
+// otherwise) the lock reports itself through the __tsan_mutex_* annotations,
+// as absl::Mutex does: create/destroy, pre/post lock around Lock, pre/post
+// unlock around Unlock, unlock-then-lock around a CondVar wait, and pre/post
+// signal around SignalAll. TSan then takes its happens-before edges from the
+// annotations, ignores the lock's own atomics (so a CondVar's sequence number
+// creates no extra edge), lists the held locks in race reports, and runs its
+// deadlock detector and its double-lock/bad-unlock checks on this lock.
 //
 // Internal: not part of the API.
 #ifndef BFC_INTERNAL_MUTEX_H_
 #define BFC_INTERNAL_MUTEX_H_
 
+#if !defined(__linux__)
+#error "bfc::internal::Mutex is a Linux futex lock; bfc targets Linux"
+#endif
+
 #include <atomic>
 #include <cstdint>
 
+#include "absl/base/const_init.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -37,16 +84,24 @@
 #endif
 #endif
 
-#if defined(__linux__) && !defined(BFC_INTERNAL_TSAN)
-#define BFC_INTERNAL_FUTEX_MUTEX 1
+#if defined(BFC_INTERNAL_TSAN)
+#include <sanitizer/tsan_interface.h>
+#define BFC_INTERNAL_TSAN_MUTEX_PRE_LOCK(m) __tsan_mutex_pre_lock((m), 0)
+#define BFC_INTERNAL_TSAN_MUTEX_POST_LOCK(m) __tsan_mutex_post_lock((m), 0, 0)
+#define BFC_INTERNAL_TSAN_MUTEX_PRE_UNLOCK(m) __tsan_mutex_pre_unlock((m), 0)
+#define BFC_INTERNAL_TSAN_MUTEX_POST_UNLOCK(m) __tsan_mutex_post_unlock((m), 0)
+#define BFC_INTERNAL_TSAN_MUTEX_PRE_SIGNAL(m) __tsan_mutex_pre_signal((m), 0)
+#define BFC_INTERNAL_TSAN_MUTEX_POST_SIGNAL(m) __tsan_mutex_post_signal((m), 0)
 #else
-#include <condition_variable>
-#include <mutex>
+#define BFC_INTERNAL_TSAN_MUTEX_PRE_LOCK(m)
+#define BFC_INTERNAL_TSAN_MUTEX_POST_LOCK(m)
+#define BFC_INTERNAL_TSAN_MUTEX_PRE_UNLOCK(m)
+#define BFC_INTERNAL_TSAN_MUTEX_POST_UNLOCK(m)
+#define BFC_INTERNAL_TSAN_MUTEX_PRE_SIGNAL(m)
+#define BFC_INTERNAL_TSAN_MUTEX_POST_SIGNAL(m)
 #endif
 
 namespace bfc::internal {
-
-#if defined(BFC_INTERNAL_FUTEX_MUTEX)
 
 // Sleeps while *word == expected, until woken or `timeout_ns` (< 0: no limit)
 // passes. Spurious returns are possible.
@@ -55,30 +110,58 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
 // Wakes up to `count` sleepers on `word`.
 void FutexWake(std::atomic<uint32_t>* word, int count);
 
+// A non-recursive exclusive lock. Thread-safe; not copyable or movable.
+// Unlock only from the thread that locked; destroy only when unlocked.
 class ABSL_LOCKABLE Mutex {
  public:
+#if defined(BFC_INTERNAL_TSAN)
+  Mutex() { __tsan_mutex_create(this, __tsan_mutex_not_static); }
+  // A never-created (constant-initialized) mutex is ignored here by TSan.
+  ~Mutex() { __tsan_mutex_destroy(this, __tsan_mutex_not_static); }
+#else
   Mutex() = default;
+  ~Mutex() = default;
+#endif
+  // For globals that must work before main and during static destruction:
+  //   ABSL_CONST_INIT Mutex mu(absl::kConstInit);
+  // Trivially destructible outside TSan builds.
+  explicit constexpr Mutex(absl::ConstInitType) {}
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    BFC_INTERNAL_TSAN_MUTEX_PRE_LOCK(this);
+    RawLock();
+    BFC_INTERNAL_TSAN_MUTEX_POST_LOCK(this);
+  }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    BFC_INTERNAL_TSAN_MUTEX_PRE_UNLOCK(this);
+    RawUnlock();
+    BFC_INTERNAL_TSAN_MUTEX_POST_UNLOCK(this);
+  }
+
+ private:
+  friend class CondVar;
+
+  // The lock itself, without the TSan hooks (CondVar annotates its own).
+  void RawLock() {
     uint32_t expected = 0;
     if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
                                         std::memory_order_relaxed)) {
       LockSlow();
     }
   }
-  void Unlock() ABSL_UNLOCK_FUNCTION() {
+  void RawUnlock() {
     if (state_.exchange(0, std::memory_order_release) == 2) {
       FutexWake(&state_, 1);
     }
   }
-
- private:
   void LockSlow();
+
   std::atomic<uint32_t> state_{0};
 };
 
+// Waits for a condition on state guarded by a Mutex. Thread-safe.
 class CondVar {
  public:
   // Releases `mu`, waits for a signal or `deadline` (spurious wake-ups are
@@ -88,46 +171,17 @@ class CondVar {
   // Wakes every waiter. Call with the waiters' mutex held, so that no waiter
   // is between reading the sequence number and sleeping on it.
   void SignalAll() {
+    BFC_INTERNAL_TSAN_MUTEX_PRE_SIGNAL(this);
     seq_.fetch_add(1, std::memory_order_release);
     FutexWake(&seq_, INT32_MAX);
+    BFC_INTERNAL_TSAN_MUTEX_POST_SIGNAL(this);
   }
 
  private:
   std::atomic<uint32_t> seq_{0};
 };
 
-#else  // !BFC_INTERNAL_FUTEX_MUTEX
-
-class ABSL_LOCKABLE Mutex {
- public:
-  Mutex() = default;
-  Mutex(const Mutex&) = delete;
-  Mutex& operator=(const Mutex&) = delete;
-
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
-
- private:
-  friend class CondVar;
-  std::mutex mu_;
-};
-
-class CondVar {
- public:
-  void WaitWithDeadline(Mutex* mu, absl::Time deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    cv_.wait_until(lock, absl::ToChronoTime(deadline));
-    lock.release();
-  }
-  void SignalAll() { cv_.notify_all(); }
-
- private:
-  std::condition_variable cv_;
-};
-
-#endif  // BFC_INTERNAL_FUTEX_MUTEX
-
+// Holds `mu` for the enclosing scope.
 class ABSL_SCOPED_LOCKABLE MutexLock {
  public:
   explicit MutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
@@ -140,6 +194,11 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
  private:
   Mutex* const mu_;
 };
+
+// The log sink's lock, the innermost (see "Locks" above); defined in
+// src/core/log.cc and declared here so that outer locks can name it in
+// ABSL_ACQUIRED_BEFORE. Only log.cc takes it.
+extern Mutex log_sink_mutex;
 
 }  // namespace bfc::internal
 
