@@ -27,8 +27,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "bfc/allocator.h"
+#include "bfc/internal/mutex.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -268,7 +268,7 @@ TEST_F(CApiTest, VirtualBackendFromManyThreadsGivesDistinctAddresses) {
   Configure("backend:virtual,memory_limit:1GiB");
   constexpr int kThreads = 8;
   constexpr int kIters = 500;
-  absl::Mutex mu;
+  bfc::internal::Mutex mu;
   std::set<uintptr_t> live_all;  // starts of every live block, all threads
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -284,7 +284,7 @@ TEST_F(CApiTest, VirtualBackendFromManyThreadsGivesDistinctAddresses) {
           continue;
         }
         {
-          absl::MutexLock lock(&mu);
+          bfc::internal::MutexLock lock(&mu);
           if (!live_all.insert(reinterpret_cast<uintptr_t>(p)).second) {
             ++failures;
           }
@@ -294,7 +294,7 @@ TEST_F(CApiTest, VirtualBackendFromManyThreadsGivesDistinctAddresses) {
           void* q = live.front();
           live.erase(live.begin());
           {
-            absl::MutexLock lock(&mu);
+            bfc::internal::MutexLock lock(&mu);
             live_all.erase(reinterpret_cast<uintptr_t>(q));
           }
           lib_.free(q, 0, 0, kNoStream);
@@ -302,7 +302,7 @@ TEST_F(CApiTest, VirtualBackendFromManyThreadsGivesDistinctAddresses) {
       }
       for (void* q : live) {
         {
-          absl::MutexLock lock(&mu);
+          bfc::internal::MutexLock lock(&mu);
           live_all.erase(reinterpret_cast<uintptr_t>(q));
         }
         lib_.cupy_free(nullptr, q, 0);

@@ -37,10 +37,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
+#include "bfc/internal/mutex.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "c_api/alloc_conf.h"
 
@@ -189,7 +189,7 @@ class Registry {
     }
     Allocator* a = allocators_[device].load(std::memory_order_acquire);
     if (a != nullptr) return a;
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     const absl::Status config = ConfigureLocked();
     if (!config.ok()) {
       *error = std::string(config.message());
@@ -224,7 +224,7 @@ class Registry {
   }
 
   void Reset() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     for (auto& slot : allocators_) {
       delete slot.exchange(nullptr, std::memory_order_acq_rel);
     }
@@ -256,11 +256,14 @@ class Registry {
     return config_status_;
   }
 
-  absl::Mutex mu_;
-  // Written only under mu_ before configured_ is released; read freely after.
+  // The outermost lock (bfc/internal/mutex.h, "Locks"): held while an
+  // allocator is created or destroyed, which may log. Allocator::mutex_ is
+  // private and cannot be named here; TSan checks that edge at run time.
+  internal::Mutex mu_ ABSL_ACQUIRED_BEFORE(internal::log_sink_mutex);
+  // Written only under mu_; an atomic so that it may be read without it.
   std::atomic<bool> configured_{false};
-  absl::Status config_status_;
-  AllocConf config_;
+  absl::Status config_status_ ABSL_GUARDED_BY(mu_);
+  AllocConf config_ ABSL_GUARDED_BY(mu_);
   std::array<std::atomic<Allocator*>, BFC_MAX_DEVICES> allocators_{};
   std::array<std::string, BFC_MAX_DEVICES> device_errors_ ABSL_GUARDED_BY(mu_);
 };

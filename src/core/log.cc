@@ -1,4 +1,4 @@
-// File: src/log.cc
+// File: src/core/log.cc
 // The process-wide log sink. The default writes one line per message to
 // stderr; a host runtime replaces it with SetLogSink.
 #include "bfc/log.h"
@@ -7,16 +7,25 @@
 #include <string>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/base/const_init.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/base/thread_annotations.h"
+#include "bfc/internal/mutex.h"
 
 namespace bfc {
+namespace internal {
+
+// Constant-initialized, and trivially destructible outside TSan builds:
+// usable before main and during static destruction.
+ABSL_CONST_INIT Mutex log_sink_mutex(absl::kConstInit);
+
+}  // namespace internal
+
 namespace {
 
-absl::Mutex sink_mutex(absl::kConstInit);
 // Heap-allocated and never destroyed: logging may happen during static
 // destruction (an allocator destroyed at exit reporting leaks).
-LogSink* sink ABSL_GUARDED_BY(sink_mutex) = nullptr;
+LogSink* sink ABSL_GUARDED_BY(internal::log_sink_mutex) = nullptr;
 
 void DefaultSink(LogSeverity severity, std::string_view message) {
   std::string line = std::string("[bfc ") + LogSeverityName(severity) + "] ";
@@ -40,7 +49,7 @@ const char* LogSeverityName(LogSeverity severity) {
 }
 
 LogSink SetLogSink(LogSink new_sink) {
-  absl::MutexLock lock(&sink_mutex);
+  internal::MutexLock lock(&internal::log_sink_mutex);
   LogSink previous = sink != nullptr ? *sink : LogSink();
   if (sink == nullptr) sink = new LogSink();
   *sink = std::move(new_sink);
@@ -52,7 +61,7 @@ void Log(LogSeverity severity, std::string_view message) {
   // itself call SetLogSink.
   LogSink current;
   {
-    absl::MutexLock lock(&sink_mutex);
+    internal::MutexLock lock(&internal::log_sink_mutex);
     if (sink != nullptr && *sink) current = *sink;
   }
   if (current) {
