@@ -277,7 +277,13 @@ class Allocator {
   const bool coalesce_regions_;
   const int64_t max_internal_fragmentation_bytes_;
 
-  mutable internal::Mutex mutex_;
+  // Guards everything below. Taken after the C ABI's registry mutex and
+  // before the log sink's (bfc/internal/mutex.h, "Locks"); held across calls
+  // into sub_allocator_ and Log(), which must not call back into this
+  // allocator.
+  mutable internal::Mutex mutex_ ABSL_ACQUIRED_BEFORE(internal::log_sink_mutex);
+  // Signalled (under mutex_) by a free while num_waiters_ > 0: the retry on
+  // out-of-memory waits here for another thread's free.
   internal::CondVar freed_cv_;
   int num_waiters_ ABSL_GUARDED_BY(mutex_) = 0;
 
