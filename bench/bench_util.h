@@ -29,13 +29,11 @@
 
 #include "bfc/allocator.h"
 #include "bfc/replay/trace.h"
+#include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
 
 namespace bfc::bench {
 
-inline constexpr size_t kKiB = size_t{1} << 10;
-inline constexpr size_t kMiB = size_t{1} << 20;
-inline constexpr size_t kGiB = size_t{1} << 30;
 inline constexpr size_t kTiB = size_t{1} << 40;
 
 // Bytes malloc currently hands out (heap + mmapped chunks), all arenas.

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "bfc/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fake_sub_allocator.h"
@@ -24,10 +25,6 @@ using ::bfc::testing::LogCapture;
 using ::bfc::testing::SubAllocatorJournal;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-constexpr size_t kKiB = size_t{1} << 10;
-constexpr size_t kMiB = size_t{1} << 20;
-constexpr size_t kGiB = size_t{1} << 30;
 
 Allocator::Options NoRetry(bool allow_growth = true) {
   Allocator::Options o;

@@ -16,6 +16,7 @@
 
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
+#include "bfc/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fake_sub_allocator.h"
@@ -28,7 +29,6 @@ using ::bfc::testing::LogCapture;
 using ::bfc::testing::SubAllocatorJournal;
 using ::testing::HasSubstr;
 
-constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kLimit = 64 * kMiB;
 
 struct Config {

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
+#include "bfc/units.h"
 #include "gtest/gtest.h"
 #include "testing/fake_sub_allocator.h"
 #include "testing/fuse.h"
@@ -32,9 +33,6 @@ namespace {
 using ::bfc::testing::Fuse;
 using ::bfc::testing::kSanitizerSlowdown;
 using ::bfc::testing::LogCapture;
-
-constexpr size_t kKiB = size_t{1} << 10;
-constexpr size_t kMiB = size_t{1} << 20;
 
 // Stamps [p, p + n) at both ends with `tag`; Check verifies the stamps.
 void Stamp(void* p, size_t n, uint64_t tag) {

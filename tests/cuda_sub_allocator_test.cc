@@ -15,12 +15,11 @@
 #include <vector>
 
 #include "bfc/log.h"
+#include "bfc/units.h"
 #include "gtest/gtest.h"
 
 namespace bfc {
 namespace {
-
-constexpr size_t kMiB = size_t{1} << 20;
 
 // Captures everything the library logs while it is alive.
 class CaptureLog {

@@ -15,6 +15,7 @@
 
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
+#include "bfc/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fake_sub_allocator.h"
@@ -25,9 +26,6 @@ namespace {
 using ::bfc::testing::FakeSubAllocator;
 using ::bfc::testing::LogCapture;
 using ::bfc::testing::SubAllocatorJournal;
-
-constexpr size_t kKiB = size_t{1} << 10;
-constexpr size_t kMiB = size_t{1} << 20;
 
 class DestructionTest
     : public ::testing::TestWithParam<std::tuple<bool, bool>> {

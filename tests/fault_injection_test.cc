@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bfc/allocator.h"
+#include "bfc/units.h"
 #include "gtest/gtest.h"
 #include "testing/fake_sub_allocator.h"
 
@@ -29,9 +30,6 @@ namespace {
 using ::bfc::testing::FakeSubAllocator;
 using ::bfc::testing::LogCapture;
 using ::bfc::testing::SubAllocatorJournal;
-
-constexpr size_t kKiB = size_t{1} << 10;
-constexpr size_t kMiB = size_t{1} << 20;
 
 enum class Fault {
   kNone,

@@ -11,6 +11,7 @@
 #include "absl/base/attributes.h"
 #include "bfc/allocator.h"
 #include "bfc/report/memory_dump_json.h"
+#include "bfc/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fake_sub_allocator.h"
@@ -24,9 +25,6 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-
-constexpr size_t kKiB = size_t{1} << 10;
-constexpr size_t kMiB = size_t{1} << 20;
 
 Allocator::Options NoRetry() {
   Allocator::Options o;
@@ -225,6 +223,58 @@ TEST(MemoryDumpTest, MalformedJsonIsAnErrorNotACrash) {
   EXPECT_FALSE(MemoryDumpFromJson(broken).ok());
   EXPECT_FALSE(AllocatorStatsFromJson("{\"num_allocs\": \"x\"}").ok());
   alloc->DeallocateRaw(p);
+}
+
+// Numbers that do not fit their field are InvalidArgument naming the field,
+// never a silent cast (1.9 -> 1, -1 -> 2^64 - 1, 1e300 -> undefined).
+TEST(MemoryDumpTest, OutOfRangeNumbersNameTheField) {
+  const std::string stats = AllocatorStatsToJson(AllocatorStats());
+  struct Case {
+    const char* key;
+    const char* value;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"num_allocs", "1.9", "\"num_allocs\" is not an integer"},
+           Case{"num_allocs", "1e300", "\"num_allocs\" is not an integer"},
+           Case{"num_allocs", "18446744073709551615",
+                "\"num_allocs\" is out of range"},
+           Case{"bytes_limit", "true", "\"bytes_limit\" is not an integer"},
+           Case{"fragmentation", "\"x\"", "\"fragmentation\" is not a number"},
+       }) {
+    std::string json = stats;
+    const std::string key = std::string("\"") + c.key + "\":";
+    const size_t at = json.find(key);
+    ASSERT_NE(at, std::string::npos) << c.key;
+    const size_t end = json.find_first_of(",}", at);
+    json.replace(at + key.size(), end - at - key.size(), c.value);
+    absl::StatusOr<AllocatorStats> s = AllocatorStatsFromJson(json);
+    ASSERT_FALSE(s.ok()) << json;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.status().message(), HasSubstr(c.message)) << json;
+  }
+  // An unsigned dump field given a negative number.
+  auto alloc = Make(64 * kMiB);
+  std::string dump = MemoryDumpToJson(alloc->RecordMemoryMap());
+  const size_t at = dump.find("\"limit\":");
+  ASSERT_NE(at, std::string::npos);
+  dump.insert(at + 8, "-");
+  absl::StatusOr<MemoryDump> d = MemoryDumpFromJson(dump);
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("\"limit\" is out of range"));
+  // An unknown option is refused, a missing one keeps its default.
+  std::string options = MemoryDumpToJson(alloc->RecordMemoryMap());
+  const size_t o = options.find("\"max_oom_logs\":10,");
+  ASSERT_NE(o, std::string::npos) << options.substr(0, 400);
+  std::string unknown = options;
+  unknown.replace(o, 18, "\"colour\":10,");
+  EXPECT_THAT(MemoryDumpFromJson(unknown).status().message(),
+              HasSubstr("unknown option \"colour\""));
+  std::string missing = options;
+  missing.erase(o, 18);
+  absl::StatusOr<MemoryDump> back = MemoryDumpFromJson(missing);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->options.max_oom_logs, AllocatorOptions().max_oom_logs);
 }
 
 TEST(MemoryDumpTest, RequestedBytesAndFragmentationStats) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,8 +16,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr size_t kGiB = size_t{1} << 30;
 
 CompiledTrace Load(const std::string& name) {
   absl::StatusOr<Trace> trace =

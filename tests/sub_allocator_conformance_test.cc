@@ -20,6 +20,7 @@
 #include "bfc/host_sub_allocator.h"
 #include "bfc/log.h"
 #include "bfc/sub_allocator.h"
+#include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gtest/gtest.h"
 #ifdef BFC_HAVE_CUDA
@@ -28,8 +29,6 @@
 
 namespace bfc {
 namespace {
-
-constexpr size_t kMiB = size_t{1} << 20;
 
 // --- kinds -----------------------------------------------------------------
 // Each kind says how to make one, what it promises, and whether the host may

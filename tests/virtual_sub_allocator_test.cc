@@ -16,14 +16,12 @@
 #include <vector>
 
 #include "bfc/log.h"
+#include "bfc/units.h"
 #include "gtest/gtest.h"
 
 namespace bfc {
 namespace {
 
-constexpr size_t kKiB = size_t{1} << 10;
-constexpr size_t kMiB = size_t{1} << 20;
-constexpr size_t kGiB = size_t{1} << 30;
 constexpr size_t kTiB = size_t{1} << 40;
 
 bool IsAligned(const void* p, size_t a) {

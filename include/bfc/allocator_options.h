@@ -54,15 +54,15 @@ namespace bfc {
   X(bool, garbage_collection, false, kBool, "",                               \
     "On out-of-memory, give fully-free regions back, then extend again "      \
     "(TF: garbage_collection)")                                               \
-  X(double, fragmentation_fraction, 0.0, kFraction, "fraction of the limit",  \
+  X(double, fragmentation_fraction, 0.0, kFraction, "of the limit",           \
     "Split cap: a leftover at least this fraction of the limit is split off " \
     "(0: 128 MiB, TF's default)")                                             \
-  X(absl::Duration, retry_timeout, absl::Seconds(10), kDuration, "duration",  \
+  X(absl::Duration, retry_timeout, absl::Seconds(10), kDuration, "",          \
     "How long a retrying allocation waits for frees (TF: 10 s)")              \
   X(bool, abort_on_invalid_input, false, kBool, "",                           \
     "Abort the process on an invalid free or request instead of reporting "   \
     "it (TF always aborts on an invalid free)")                               \
-  X(int, max_oom_logs, 10, kCount, "count",                                   \
+  X(int, max_oom_logs, 10, kCount, "",                                        \
     "At most this many out-of-memory reports are logged per allocator")       \
   X(bool, record_allocation_sites, false, kBool, "",                          \
     "Capture the call stack of every allocation for dumps and leak and OOM "  \

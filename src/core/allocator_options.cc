@@ -22,7 +22,15 @@ namespace {
 // The default as text, in the value grammar.
 std::string ToText(bool v) { return v ? "true" : "false"; }
 std::string ToText(int v) { return absl::StrCat(v); }
-std::string ToText(double v) { return absl::StrCat(v); }
+// The shortest text that reads back as exactly `v`.
+std::string ToText(double v) {
+  for (int precision = 6; precision < 17; ++precision) {
+    std::string text = absl::StrFormat("%.*g", precision, v);
+    double back = 0;
+    if (absl::SimpleAtod(text, &back) && back == v) return text;
+  }
+  return absl::StrFormat("%.17g", v);
+}
 std::string ToText(absl::Duration v) { return absl::FormatDuration(v); }
 
 constexpr OptionField kFields[] = {

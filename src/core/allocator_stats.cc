@@ -1,7 +1,12 @@
-// File: src/allocator_stats.cc
+// File: src/core/allocator_stats.cc
+// The stats table of bfc/allocator_stats.h, generated from
+// BFC_ALLOCATOR_STATS_FIELDS, and DebugString.
 #include "bfc/allocator_stats.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -9,41 +14,57 @@
 namespace bfc {
 namespace {
 
-std::string OptionalToString(const std::optional<int64_t>& v) {
+template <typename T>
+constexpr StatKind KindOf() {
+  if constexpr (std::is_same_v<T, double>) {
+    return StatKind::kDouble;
+  } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+    return StatKind::kOptionalInt;
+  } else {
+    static_assert(std::is_same_v<T, int64_t>,
+                  "a stat is int64_t, "
+                  "std::optional<int64_t> or double");
+    return StatKind::kInt;
+  }
+}
+
+constexpr StatField kFields[] = {
+#define BFC_INTERNAL_STAT_ROW(type, name, label, doc) \
+  {#name, KindOf<type>(), label, doc},
+    BFC_ALLOCATOR_STATS_FIELDS(BFC_INTERNAL_STAT_ROW)
+#undef BFC_INTERNAL_STAT_ROW
+};
+
+std::string ValueText(int64_t v) { return absl::StrCat(v); }
+std::string ValueText(const std::optional<int64_t>& v) {
   return v.has_value() ? absl::StrCat(*v) : "n/a";
 }
+std::string ValueText(double v) { return absl::StrFormat("%.4f", v); }
 
 }  // namespace
 
+absl::Span<const StatField> AllocatorStatsFields() { return kFields; }
+
 std::string AllocatorStats::DebugString() const {
-  // TF's field order and spelling first, so existing log scrapers keep working.
-  return absl::StrFormat(
-      "Limit:            %20s\n"
-      "InUse:            %20lld\n"
-      "MaxInUse:         %20lld\n"
-      "NumAllocs:        %20lld\n"
-      "MaxAllocSize:     %20lld\n"
-      "Reserved:         %20lld\n"
-      "PeakReserved:     %20lld\n"
-      "LargestFreeBlock: %20lld\n"
-      "PoolBytes:        %20s\n"
-      "PeakPoolBytes:    %20s\n"
-      "InvalidFrees:     %20lld\n"
-      "InvalidRequests:  %20lld\n"
-      "OOMs:             %20lld\n"
-      "Extends:          %20lld\n"
-      "RegionsReleased:  %20lld\n"
-      "SubAllocRejects:  %20lld\n"
-      "Retries:          %20lld\n"
-      "RequestedInUse:   %20lld\n"
-      "Fragmentation:    %20.4f\n",
-      OptionalToString(bytes_limit), bytes_in_use, peak_bytes_in_use,
-      num_allocs, largest_alloc_size, bytes_reserved, peak_bytes_reserved,
-      largest_free_block_bytes, OptionalToString(pool_bytes),
-      OptionalToString(peak_pool_bytes), num_invalid_frees,
-      num_invalid_requests, num_ooms, num_extends, num_regions_released,
-      num_sub_allocator_rejects, num_retries, bytes_requested_in_use,
-      fragmentation);
+  std::string out;
+  auto line = [&](absl::string_view label, const std::string& value) {
+    absl::StrAppendFormat(&out, "%-18s%20s\n", absl::StrCat(label, ":"), value);
+  };
+  // TF prints the limit first.
+  line("Limit", ValueText(bytes_limit));
+#define BFC_INTERNAL_STAT_LINE(type, name, label, doc) \
+  if (absl::string_view(#name) != "bytes_limit") line(label, ValueText(name));
+  BFC_ALLOCATOR_STATS_FIELDS(BFC_INTERNAL_STAT_LINE)
+#undef BFC_INTERNAL_STAT_LINE
+  return out;
+}
+
+bool operator==(const AllocatorStats& a, const AllocatorStats& b) {
+#define BFC_INTERNAL_EQ_STAT(type, name, label, doc) \
+  if (!(a.name == b.name)) return false;
+  BFC_ALLOCATOR_STATS_FIELDS(BFC_INTERNAL_EQ_STAT)
+#undef BFC_INTERNAL_EQ_STAT
+  return true;
 }
 
 }  // namespace bfc

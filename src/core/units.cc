@@ -75,8 +75,8 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text,
     return Bad(text, s[0] == '-' || s[0] == '+' ? "a sign is not allowed"
                                                 : "no number");
   }
-  const std::string unit =
-      absl::AsciiStrToLower(absl::StripAsciiWhitespace(s.substr(i)));
+  const absl::string_view unit_text = absl::StripAsciiWhitespace(s.substr(i));
+  const std::string unit = absl::AsciiStrToLower(unit_text);
   u128 scale = default_unit == 0 ? 1 : default_unit;
   if (!unit.empty()) {
     scale = 0;
@@ -88,11 +88,11 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text,
           unit == "p") {
         return Bad(
             text,
-            absl::StrCat("unit \"", s.substr(i), "\" is ambiguous: write ",
+            absl::StrCat("unit \"", unit_text, "\" is ambiguous: write ",
                          absl::AsciiStrToUpper(unit), "iB (powers of 1024) or ",
                          absl::AsciiStrToUpper(unit), "B (powers of 1000)"));
       }
-      return Bad(text, absl::StrCat("unknown unit \"", s.substr(i), "\""));
+      return Bad(text, absl::StrCat("unknown unit \"", unit_text, "\""));
     }
   }
   u128 divisor = 1;

@@ -7,13 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bfc/planner/trace_records.h"
+#include "bfc/units.h"
 #include "planner/internal.h"
 
 namespace bfc {
 namespace planner {
 namespace {
-
-double Mib(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 std::string Ratio(size_t bytes, size_t lower_bound) {
   if (lower_bound == 0) return "-";
@@ -126,25 +125,25 @@ std::string FormatPlanReport(const PlanReport& report,
       report.trace_name.empty() ? "(records)" : report.trace_name,
       report.num_tensors, report.num_tasks, report.num_never_freed,
       report.options.round_sizes_to, report.options.base_addr_align_bytes);
-  absl::StrAppendFormat(
-      &out, "lower bound (peak live bytes): %d (%.1f MiB)\n\n", lb, Mib(lb));
-  absl::StrAppendFormat(&out, "%-18s | %14s %9s %7s %9s | %14s %9s %7s %9s\n",
-                        "strategy", "objects bytes", "MiB", "x LB", "ms",
-                        "offsets bytes", "MiB", "x LB", "ms");
+  absl::StrAppendFormat(&out, "lower bound (peak live bytes): %s\n\n",
+                        HumanReadableBytesExact(lb));
+  absl::StrAppendFormat(&out, "%-18s | %14s %10s %7s %9s | %14s %10s %7s %9s\n",
+                        "strategy", "objects bytes", "", "x LB", "ms",
+                        "offsets bytes", "", "x LB", "ms");
   std::vector<std::string> notes;
   auto cell = [&](const PlanResult* r) -> std::string {
     if (r == nullptr)
-      return absl::StrFormat("%14s %9s %7s %9s", "-", "", "", "");
+      return absl::StrFormat("%14s %10s %7s %9s", "-", "", "", "");
     if (!r->status.ok()) {
       notes.push_back(absl::StrCat(MemoryStrategyName(r->strategy),
                                    r->offsets ? " offsets" : " objects", ": ",
                                    r->status.ToString()));
-      return absl::StrFormat("%14s %9s %7s %9.1f", "skipped", "", "",
+      return absl::StrFormat("%14s %10s %7s %9.1f", "skipped", "", "",
                              r->runtime_ms);
     }
-    return absl::StrFormat("%14d %9.1f %7s %9.1f", r->total_bytes,
-                           Mib(r->total_bytes), Ratio(r->total_bytes, lb),
-                           r->runtime_ms);
+    return absl::StrFormat("%14d %10s %7s %9.1f", r->total_bytes,
+                           HumanReadableBytes(r->total_bytes),
+                           Ratio(r->total_bytes, lb), r->runtime_ms);
   };
   for (MemoryStrategy strategy : report.options.strategies) {
     const PlanResult* objects = nullptr;
@@ -158,15 +157,15 @@ std::string FormatPlanReport(const PlanReport& report,
                           cell(offsets));
   }
   out += "\n";
-  absl::StrAppendFormat(&out, "%-26s %14d %9.1f MiB  x LB %s\n", "lower bound",
-                        lb, Mib(lb), Ratio(lb, lb));
+  absl::StrAppendFormat(&out, "%-26s %14d %10s  x LB %s\n", "lower bound", lb,
+                        HumanReadableBytes(lb), Ratio(lb, lb));
   const size_t best = report.BestTotalBytes();
-  absl::StrAppendFormat(&out, "%-26s %14d %9.1f MiB  x LB %s\n",
-                        "best offline plan", best, Mib(best), Ratio(best, lb));
+  absl::StrAppendFormat(&out, "%-26s %14d %10s  x LB %s\n", "best offline plan",
+                        best, HumanReadableBytes(best), Ratio(best, lb));
   if (online_peak_pool_bytes.has_value()) {
     const size_t online = *online_peak_pool_bytes;
-    absl::StrAppendFormat(&out, "%-26s %14d %9.1f MiB  x LB %s",
-                          "online peak pool", online, Mib(online),
+    absl::StrAppendFormat(&out, "%-26s %14d %10s  x LB %s", "online peak pool",
+                          online, HumanReadableBytes(online),
                           Ratio(online, lb));
     if (best > 0) {
       absl::StrAppendFormat(&out, "  (x best plan %.3f)",

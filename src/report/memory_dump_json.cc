@@ -8,8 +8,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "bfc/allocator_options.h"
 #include "bfc/memory_dump.h"
@@ -24,14 +26,21 @@ using nlohmann::json;
 constexpr const char* kFormat = "bfc-memory-dump";
 constexpr int kVersion = 1;
 
-json Optional(const std::optional<int64_t>& v) {
+json ToJson(int64_t v) { return v; }
+json ToJson(double v) { return v; }
+json ToJson(const std::optional<int64_t>& v) {
   return v.has_value() ? json(*v) : json(nullptr);
 }
 
-std::optional<int64_t> GetOptional(const json& j, const char* key) {
-  const json& v = j.at(key);
-  if (v.is_null()) return std::nullopt;
-  return v.get<int64_t>();
+// A stat named `key` of `j`; an optional one may be null (unset).
+template <typename T>
+T ReadStat(const json& j, const char* key) {
+  if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+    if (j.contains(key) && j.at(key).is_null()) return std::nullopt;
+    return internal::CheckedGet<int64_t>(j, key);
+  } else {
+    return internal::CheckedGet<T>(j, key);
+  }
 }
 
 // A duration is written as seconds under "<name>_seconds".
@@ -83,14 +92,15 @@ AllocatorOptions OptionsFromJsonValue(const json& j) {
     std::string text;
     switch (field->kind) {
       case OptionKind::kBool:
-        text = value.get<bool>() ? "true" : "false";
+        text = internal::CheckedGet<bool>(value, key) ? "true" : "false";
         break;
       case OptionKind::kCount:
       case OptionKind::kFraction:
         text = value.dump();
         break;
       case OptionKind::kDuration:
-        text = absl::StrCat(value.get<double>(), "s");
+        text =
+            absl::StrFormat("%.9fs", internal::CheckedGet<double>(value, key));
         break;
     }
     absl::Status s = SetAllocatorOption(o, field->name, text);
@@ -103,54 +113,35 @@ AllocatorOptions OptionsFromJsonValue(const json& j) {
 
 namespace internal {
 
+// One key per row of the stats table (bfc/allocator_stats.h).
 json StatsToJsonValue(const AllocatorStats& s) {
-  return json{
-      {"num_allocs", s.num_allocs},
-      {"bytes_in_use", s.bytes_in_use},
-      {"peak_bytes_in_use", s.peak_bytes_in_use},
-      {"largest_alloc_size", s.largest_alloc_size},
-      {"bytes_limit", Optional(s.bytes_limit)},
-      {"bytes_reserved", s.bytes_reserved},
-      {"peak_bytes_reserved", s.peak_bytes_reserved},
-      {"bytes_reservable_limit", Optional(s.bytes_reservable_limit)},
-      {"largest_free_block_bytes", s.largest_free_block_bytes},
-      {"pool_bytes", Optional(s.pool_bytes)},
-      {"peak_pool_bytes", Optional(s.peak_pool_bytes)},
-      {"num_invalid_frees", s.num_invalid_frees},
-      {"num_invalid_requests", s.num_invalid_requests},
-      {"num_ooms", s.num_ooms},
-      {"num_extends", s.num_extends},
-      {"num_regions_released", s.num_regions_released},
-      {"num_sub_allocator_rejects", s.num_sub_allocator_rejects},
-      {"num_retries", s.num_retries},
-      {"bytes_requested_in_use", s.bytes_requested_in_use},
-      {"fragmentation", s.fragmentation},
-  };
+  json out = json::object();
+#define BFC_INTERNAL_STAT_TO_JSON(type, name, label, doc) \
+  out[#name] = ToJson(s.name);
+  BFC_ALLOCATOR_STATS_FIELDS(BFC_INTERNAL_STAT_TO_JSON)
+#undef BFC_INTERNAL_STAT_TO_JSON
+  return out;
 }
 
+// Every stat must be present (a dump always writes all of them); an unknown
+// key is an error rather than silently dropped.
 AllocatorStats StatsFromJsonValue(const json& j) {
+  if (!j.is_object()) throw std::invalid_argument("\"stats\" is not an object");
   AllocatorStats s;
-  s.num_allocs = j.at("num_allocs").get<int64_t>();
-  s.bytes_in_use = j.at("bytes_in_use").get<int64_t>();
-  s.peak_bytes_in_use = j.at("peak_bytes_in_use").get<int64_t>();
-  s.largest_alloc_size = j.at("largest_alloc_size").get<int64_t>();
-  s.bytes_limit = GetOptional(j, "bytes_limit");
-  s.bytes_reserved = j.at("bytes_reserved").get<int64_t>();
-  s.peak_bytes_reserved = j.at("peak_bytes_reserved").get<int64_t>();
-  s.bytes_reservable_limit = GetOptional(j, "bytes_reservable_limit");
-  s.largest_free_block_bytes = j.at("largest_free_block_bytes").get<int64_t>();
-  s.pool_bytes = GetOptional(j, "pool_bytes");
-  s.peak_pool_bytes = GetOptional(j, "peak_pool_bytes");
-  s.num_invalid_frees = j.at("num_invalid_frees").get<int64_t>();
-  s.num_invalid_requests = j.at("num_invalid_requests").get<int64_t>();
-  s.num_ooms = j.at("num_ooms").get<int64_t>();
-  s.num_extends = j.at("num_extends").get<int64_t>();
-  s.num_regions_released = j.at("num_regions_released").get<int64_t>();
-  s.num_sub_allocator_rejects =
-      j.at("num_sub_allocator_rejects").get<int64_t>();
-  s.num_retries = j.at("num_retries").get<int64_t>();
-  s.bytes_requested_in_use = j.at("bytes_requested_in_use").get<int64_t>();
-  s.fragmentation = j.at("fragmentation").get<double>();
+#define BFC_INTERNAL_STAT_FROM_JSON(type, name, label, doc) \
+  s.name = ReadStat<type>(j, #name);
+  BFC_ALLOCATOR_STATS_FIELDS(BFC_INTERNAL_STAT_FROM_JSON)
+#undef BFC_INTERNAL_STAT_FROM_JSON
+  for (const auto& item : j.items()) {
+    bool known = false;
+    for (const StatField& f : AllocatorStatsFields()) {
+      if (f.name == item.key()) known = true;
+    }
+    if (!known) {
+      throw std::invalid_argument(
+          absl::StrCat("unknown stat \"", item.key(), "\""));
+    }
+  }
   return s;
 }
 
@@ -196,34 +187,34 @@ json MemoryDumpToJsonValue(const MemoryDump& d) {
 }
 
 MemoryDump MemoryDumpFromJsonValue(const json& j) {
-  if (j.at("format").get<std::string>() != kFormat) {
+  if (internal::CheckedGet<std::string>(j, "format") != kFormat) {
     throw std::invalid_argument(
         absl::StrCat("\"format\" is not \"", kFormat, "\""));
   }
-  if (j.at("version").get<int>() != kVersion) {
+  if (internal::CheckedGet<int>(j, "version") != kVersion) {
     throw std::invalid_argument(
         absl::StrCat("unsupported version ", j.at("version").dump(),
                      " (this library reads version ", kVersion, ")"));
   }
   MemoryDump d;
-  d.allocator_name = j.at("allocator").get<std::string>();
-  d.limit = j.at("limit").get<uint64_t>();
+  d.allocator_name = internal::CheckedGet<std::string>(j, "allocator");
+  d.limit = internal::CheckedGet<uint64_t>(j, "limit");
   d.options = OptionsFromJsonValue(j.at("options"));
   d.stats = StatsFromJsonValue(j.at("stats"));
   for (const json& r : j.at("regions")) {
-    d.regions.push_back(
-        {r.at("base").get<uint64_t>(), r.at("size").get<uint64_t>()});
+    d.regions.push_back({internal::CheckedGet<uint64_t>(r, "base"),
+                         internal::CheckedGet<uint64_t>(r, "size")});
   }
   for (const json& c : j.at("chunks")) {
     ChunkDump cd;
-    cd.address = c.at("address").get<uint64_t>();
-    cd.size = c.at("size").get<uint64_t>();
-    cd.requested_size = c.at("requested_size").get<uint64_t>();
-    cd.in_use = c.at("in_use").get<bool>();
-    cd.bin = c.at("bin").get<int>();
-    cd.allocation_id = c.at("allocation_id").get<int64_t>();
-    cd.region = c.at("region").get<int>();
-    cd.site = c.at("site").get<std::vector<std::string>>();
+    cd.address = internal::CheckedGet<uint64_t>(c, "address");
+    cd.size = internal::CheckedGet<uint64_t>(c, "size");
+    cd.requested_size = internal::CheckedGet<uint64_t>(c, "requested_size");
+    cd.in_use = internal::CheckedGet<bool>(c, "in_use");
+    cd.bin = internal::CheckedGet<int>(c, "bin");
+    cd.allocation_id = internal::CheckedGet<int64_t>(c, "allocation_id");
+    cd.region = internal::CheckedGet<int>(c, "region");
+    cd.site = internal::CheckedGet<std::vector<std::string>>(c, "site");
     if (cd.region < 0 || static_cast<size_t>(cd.region) >= d.regions.size()) {
       throw std::invalid_argument(absl::StrCat("chunk at ", cd.address,
                                                " names region ", cd.region,
@@ -233,15 +224,16 @@ MemoryDump MemoryDumpFromJsonValue(const json& j) {
   }
   for (const json& b : j.at("bins")) {
     BinDump bd;
-    bd.bin = b.at("bin").get<int>();
-    bd.bin_size = b.at("bin_size").get<uint64_t>();
-    bd.total_chunks = b.at("total_chunks").get<int64_t>();
-    bd.total_bytes = b.at("total_bytes").get<int64_t>();
-    bd.chunks_in_use = b.at("chunks_in_use").get<int64_t>();
-    bd.bytes_in_use = b.at("bytes_in_use").get<int64_t>();
-    bd.requested_bytes_in_use = b.at("requested_bytes_in_use").get<int64_t>();
-    bd.free_chunks = b.at("free_chunks").get<int64_t>();
-    bd.free_bytes = b.at("free_bytes").get<int64_t>();
+    bd.bin = internal::CheckedGet<int>(b, "bin");
+    bd.bin_size = internal::CheckedGet<uint64_t>(b, "bin_size");
+    bd.total_chunks = internal::CheckedGet<int64_t>(b, "total_chunks");
+    bd.total_bytes = internal::CheckedGet<int64_t>(b, "total_bytes");
+    bd.chunks_in_use = internal::CheckedGet<int64_t>(b, "chunks_in_use");
+    bd.bytes_in_use = internal::CheckedGet<int64_t>(b, "bytes_in_use");
+    bd.requested_bytes_in_use =
+        internal::CheckedGet<int64_t>(b, "requested_bytes_in_use");
+    bd.free_chunks = internal::CheckedGet<int64_t>(b, "free_chunks");
+    bd.free_bytes = internal::CheckedGet<int64_t>(b, "free_bytes");
     d.bins.push_back(bd);
   }
   return d;

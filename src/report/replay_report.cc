@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "report/json_value.h"
 #include "nlohmann/json.hpp"
+#include "report/json_value.h"
 
 namespace bfc {
 namespace internal {
@@ -57,23 +57,23 @@ json SummaryToJson(const ReplaySummary& s) {
 
 ReplaySummary SummaryFromJson(const json& j) {
   ReplaySummary s;
-  s.trace_name = j.at("trace_name").get<std::string>();
-  s.events = j.at("events").get<size_t>();
-  s.ops = j.at("ops").get<size_t>();
-  s.allocations = j.at("allocations").get<size_t>();
-  s.frees = j.at("frees").get<size_t>();
-  s.failures = j.at("failures").get<size_t>();
-  s.skipped_frees = j.at("skipped_frees").get<size_t>();
-  s.live_at_end = j.at("live_at_end").get<size_t>();
-  s.live_bytes_at_end = j.at("live_bytes_at_end").get<size_t>();
-  s.peak_live_bytes = j.at("peak_live_bytes").get<size_t>();
-  s.peak_bytes_in_use = j.at("peak_bytes_in_use").get<int64_t>();
-  s.peak_pool_bytes = j.at("peak_pool_bytes").get<int64_t>();
-  s.pool_bytes_at_end = j.at("pool_bytes_at_end").get<int64_t>();
-  s.regions = j.at("regions").get<int64_t>();
-  s.footprint_ratio = j.at("footprint_ratio").get<double>();
-  s.wall_seconds = j.at("wall_seconds").get<double>();
-  s.ns_per_op = j.at("ns_per_op").get<double>();
+  s.trace_name = internal::CheckedGet<std::string>(j, "trace_name");
+  s.events = internal::CheckedGet<size_t>(j, "events");
+  s.ops = internal::CheckedGet<size_t>(j, "ops");
+  s.allocations = internal::CheckedGet<size_t>(j, "allocations");
+  s.frees = internal::CheckedGet<size_t>(j, "frees");
+  s.failures = internal::CheckedGet<size_t>(j, "failures");
+  s.skipped_frees = internal::CheckedGet<size_t>(j, "skipped_frees");
+  s.live_at_end = internal::CheckedGet<size_t>(j, "live_at_end");
+  s.live_bytes_at_end = internal::CheckedGet<size_t>(j, "live_bytes_at_end");
+  s.peak_live_bytes = internal::CheckedGet<size_t>(j, "peak_live_bytes");
+  s.peak_bytes_in_use = internal::CheckedGet<int64_t>(j, "peak_bytes_in_use");
+  s.peak_pool_bytes = internal::CheckedGet<int64_t>(j, "peak_pool_bytes");
+  s.pool_bytes_at_end = internal::CheckedGet<int64_t>(j, "pool_bytes_at_end");
+  s.regions = internal::CheckedGet<int64_t>(j, "regions");
+  s.footprint_ratio = internal::CheckedGet<double>(j, "footprint_ratio");
+  s.wall_seconds = internal::CheckedGet<double>(j, "wall_seconds");
+  s.ns_per_op = internal::CheckedGet<double>(j, "ns_per_op");
   return s;
 }
 
@@ -187,24 +187,29 @@ std::string ReplayReportToJson(const ReplayReport& report, int indent) {
 absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
   try {
     const json j = json::parse(text);
-    if (j.at("format").get<std::string>() != kFormat) {
+    if (internal::CheckedGet<std::string>(j, "format") != kFormat) {
       return absl::InvalidArgumentError(absl::StrCat(
           "not a bfc replay report: \"format\" is not \"", kFormat, "\""));
     }
-    if (j.at("version").get<int>() != kVersion) {
+    if (internal::CheckedGet<int>(j, "version") != kVersion) {
       return absl::InvalidArgumentError(absl::StrCat(
           "bfc replay report version ", j.at("version").dump(),
           " is not supported (this library reads ", kVersion, ")"));
     }
     ReplayReport r;
-    r.trace_name = j.at("trace").get<std::string>();
+    r.trace_name = internal::CheckedGet<std::string>(j, "trace");
     r.summary = SummaryFromJson(j.at("summary"));
     const json& t = j.at("timeline");
-    r.timeline.event_index = t.at("event_index").get<std::vector<uint64_t>>();
-    r.timeline.live_bytes = t.at("live_bytes").get<std::vector<int64_t>>();
-    r.timeline.in_use_bytes = t.at("in_use_bytes").get<std::vector<int64_t>>();
-    r.timeline.pool_bytes = t.at("pool_bytes").get<std::vector<int64_t>>();
-    r.timeline.fragmentation = t.at("fragmentation").get<std::vector<double>>();
+    r.timeline.event_index =
+        internal::CheckedGet<std::vector<uint64_t>>(t, "event_index");
+    r.timeline.live_bytes =
+        internal::CheckedGet<std::vector<int64_t>>(t, "live_bytes");
+    r.timeline.in_use_bytes =
+        internal::CheckedGet<std::vector<int64_t>>(t, "in_use_bytes");
+    r.timeline.pool_bytes =
+        internal::CheckedGet<std::vector<int64_t>>(t, "pool_bytes");
+    r.timeline.fragmentation =
+        internal::CheckedGet<std::vector<double>>(t, "fragmentation");
     const size_t n = r.timeline.event_index.size();
     if (r.timeline.live_bytes.size() != n ||
         r.timeline.in_use_bytes.size() != n ||
@@ -215,9 +220,9 @@ absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
     }
     for (const json& s : j.at("snapshots")) {
       ReplaySnapshot snap;
-      snap.label = s.at("label").get<std::string>();
-      snap.op_index = s.at("op_index").get<uint64_t>();
-      snap.event_index = s.at("event_index").get<uint64_t>();
+      snap.label = internal::CheckedGet<std::string>(s, "label");
+      snap.op_index = internal::CheckedGet<uint64_t>(s, "op_index");
+      snap.event_index = internal::CheckedGet<uint64_t>(s, "event_index");
       snap.dump = internal::MemoryDumpFromJsonValue(s.at("dump"));
       r.snapshots.push_back(std::move(snap));
     }

@@ -139,7 +139,7 @@ TEST(PlanReportTest, FormatsATableWithRatios) {
   const std::string text = FormatPlanReport(*report, 600);
   EXPECT_THAT(text,
               HasSubstr("Offline plan for small: 3 tensors over 6 tasks"));
-  EXPECT_THAT(text, HasSubstr("lower bound (peak live bytes): 300"));
+  EXPECT_THAT(text, HasSubstr("lower bound (peak live bytes): 300 B"));
   EXPECT_THAT(text, HasSubstr("MINCOSTFLOW"));
   EXPECT_THAT(text, HasSubstr("1.167"));  // NAIVE: 350 / 300
   EXPECT_THAT(text, HasSubstr("online peak pool"));

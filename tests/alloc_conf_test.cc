@@ -1,0 +1,103 @@
+// BFC_ALLOC_CONF's parser (src/c_api/alloc_conf.h), tested directly: its own
+// keys, every option of the table by name, and the messages for what it
+// refuses. (tests/c_api_test.cc checks the same through the loaded .so.)
+#include "c_api/alloc_conf.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "bfc/allocator_options.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bfc::c_api {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(AllocConfTest, EmptyIsTheDefaults) {
+  for (const char* text : {"", " ", ",", " , ,"}) {
+    absl::StatusOr<AllocConf> c = ParseAllocConf(text);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->backend, Backend::kCuda);
+    EXPECT_EQ(c->options, AllocatorOptions());
+    EXPECT_FALSE(c->memory_limit.has_value());
+    EXPECT_FALSE(c->memory_fraction.has_value());
+  }
+}
+
+TEST(AllocConfTest, OwnKeys) {
+  absl::StatusOr<AllocConf> c =
+      ParseAllocConf(" backend : host , memory_limit: 1.5GiB ");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backend, Backend::kHost);
+  EXPECT_EQ(c->memory_limit, uint64_t{3} << 29);
+  c = ParseAllocConf("backend:virtual,memory_fraction:0.5");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backend, Backend::kVirtual);
+  EXPECT_EQ(c->memory_fraction, 0.5);
+  EXPECT_STREQ(BackendName(Backend::kCuda), "cuda");
+}
+
+TEST(AllocConfTest, EveryOptionOfTheTableIsAKey) {
+  AllocatorOptions changed;
+  changed.allow_growth = false;
+  changed.allow_retry_on_failure = false;
+  changed.garbage_collection = true;
+  changed.fragmentation_fraction = 0.5;
+  changed.retry_timeout = absl::Seconds(2);
+  changed.abort_on_invalid_input = true;
+  changed.max_oom_logs = 3;
+  changed.record_allocation_sites = true;
+  std::string text;
+  for (const OptionField& f : AllocatorOptionFields()) {
+    absl::StrAppend(&text, f.name, ":",
+                    AllocatorOptionToString(changed, f.name), ",");
+  }
+  absl::StatusOr<AllocConf> c = ParseAllocConf(text);
+  ASSERT_TRUE(c.ok()) << text << ": " << c.status();
+  EXPECT_EQ(c->options, changed) << text;
+}
+
+TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"allow_growth",
+                "BFC_ALLOC_CONF: entry \"allow_growth\" is not "
+                "key:value (accepted keys: backend, "
+                "memory_limit, memory_fraction, allow_growth"},
+           Case{"colour:red", "BFC_ALLOC_CONF: unknown key \"colour\""},
+           Case{"backend:tpu",
+                "BFC_ALLOC_CONF: bad value \"tpu\" for backend "
+                "(accepted values: cuda, host, virtual)"},
+           Case{"allow_growth:maybe",
+                "bad value \"maybe\" for allow_growth (accepted values: true, "
+                "false)"},
+           Case{"retry_timeout:soon",
+                "bad value \"soon\" for retry_timeout (accepted values: a "
+                "finite duration >= 0"},
+           Case{"memory_limit:0",
+                "bad value \"0\" for memory_limit (accepted "
+                "values: a byte count > 0"},
+           Case{"memory_limit:8G", "bad value \"8G\" for memory_limit"},
+           Case{"memory_limit:99999999PiB", "bad value \"99999999PiB\""},
+           Case{"memory_fraction:0", "(accepted values: a number in (0, 1])"},
+           Case{"memory_fraction:1.5", "(accepted values: a number in (0, 1])"},
+           Case{"allow_growth:true,allow_growth:false",
+                "BFC_ALLOC_CONF: key allow_growth is given more than once"},
+           Case{"memory_limit:1GiB,memory_fraction:0.5",
+                "memory_limit and memory_fraction are both given"},
+       }) {
+    absl::StatusOr<AllocConf> conf = ParseAllocConf(c.text);
+    ASSERT_FALSE(conf.ok()) << c.text;
+    EXPECT_EQ(conf.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(conf.status().message(), HasSubstr(c.message)) << c.text;
+  }
+}
+
+}  // namespace
+}  // namespace bfc::c_api

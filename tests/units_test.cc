@@ -1,0 +1,138 @@
+// The one byte-size grammar (bfc/units.h): every unit, exactness, rounding,
+// overflow and the messages for what it refuses.
+#include "bfc/units.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bfc {
+namespace {
+
+using ::testing::HasSubstr;
+
+uint64_t Parsed(absl::string_view text, uint64_t default_unit = 1) {
+  absl::StatusOr<uint64_t> v = ParseByteSize(text, default_unit);
+  EXPECT_TRUE(v.ok()) << text << ": " << v.status();
+  return v.value_or(0);
+}
+
+TEST(ParseByteSizeTest, BareNumbersAreBytes) {
+  EXPECT_EQ(Parsed("0"), 0u);
+  EXPECT_EQ(Parsed("4096"), 4096u);
+  EXPECT_EQ(Parsed("  4096  "), 4096u);
+  EXPECT_EQ(Parsed("007"), 7u);
+  EXPECT_EQ(Parsed("4096B"), 4096u);
+  EXPECT_EQ(Parsed("4096 b"), 4096u);
+}
+
+TEST(ParseByteSizeTest, IecUnitsArePowersOf1024) {
+  EXPECT_EQ(Parsed("1KiB"), 1024u);
+  EXPECT_EQ(Parsed("1 MiB"), uint64_t{1} << 20);
+  EXPECT_EQ(Parsed("16GiB"), uint64_t{16} << 30);
+  EXPECT_EQ(Parsed("2TiB"), uint64_t{2} << 40);
+  EXPECT_EQ(Parsed("1PiB"), uint64_t{1} << 50);
+  EXPECT_EQ(Parsed("512mib"), uint64_t{512} << 20);  // any case
+}
+
+TEST(ParseByteSizeTest, SiUnitsKeepTheirSiMeaning) {
+  EXPECT_EQ(Parsed("1KB"), 1000u);
+  EXPECT_EQ(Parsed("1kb"), 1000u);
+  EXPECT_EQ(Parsed("1MB"), 1000000u);
+  EXPECT_EQ(Parsed("8GB"), 8000000000u);
+  EXPECT_EQ(Parsed("1TB"), 1000000000000u);
+  EXPECT_EQ(Parsed("1PB"), 1000000000000000u);
+}
+
+TEST(ParseByteSizeTest, FractionsAreExactAndRoundDown) {
+  EXPECT_EQ(Parsed("1.5GiB"), uint64_t{3} << 29);
+  EXPECT_EQ(Parsed("0.1GB"), 100000000u);  // exact: no binary float error
+  EXPECT_EQ(Parsed(".5KiB"), 512u);
+  EXPECT_EQ(Parsed("0.3KiB"), 307u);  // 307.2 rounds down
+  EXPECT_EQ(Parsed("2.75"), 2u);
+}
+
+TEST(ParseByteSizeTest, DefaultUnitCountsBareNumbers) {
+  // PyTorch's *_mb settings: a bare number is MiB, an explicit unit wins.
+  EXPECT_EQ(Parsed("512", kMiB), uint64_t{512} << 20);
+  EXPECT_EQ(Parsed("1.5", kMiB), uint64_t{3} << 19);
+  EXPECT_EQ(Parsed("1GiB", kMiB), uint64_t{1} << 30);
+}
+
+TEST(ParseByteSizeTest, LimitsAreCheckedNotWrapped) {
+  EXPECT_EQ(Parsed("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(Parsed("16383.999PiB"), 18446742947809644773u);
+  for (const char* text : {"18446744073709551616", "16EiB", "16384PiB",
+                           "99999999999999999999999999999GiB",
+                           "1000000000000000000000000000000000"}) {
+    absl::StatusOr<uint64_t> v = ParseByteSize(text);
+    EXPECT_FALSE(v.ok()) << text << " gave " << v.value_or(0);
+    if (!v.ok()) {
+      EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+    }
+  }
+  EXPECT_THAT(ParseByteSize("16384PiB").status().message(),
+              HasSubstr("larger than 2^64 - 1 bytes"));
+}
+
+TEST(ParseByteSizeTest, RefusesWhatIsNotASize) {
+  struct Case {
+    const char* text;
+    const char* why;
+  };
+  for (const Case& c : {
+           Case{"", "empty"},
+           Case{"   ", "empty"},
+           Case{"-1", "a sign is not allowed"},
+           Case{"+5", "a sign is not allowed"},
+           Case{"GiB", "no number"},
+           Case{".", "no number"},
+           Case{"1e9", "unknown unit \"e9\""},
+           Case{"0x100", "unknown unit \"x100\""},
+           Case{"1.2.3", "unknown unit \".3\""},
+           Case{"12 apples", "unknown unit \"apples\""},
+           Case{"1G",
+                "unit \"G\" is ambiguous: write GiB (powers of 1024) or "
+                "GB (powers of 1000)"},
+           Case{"4k", "unit \"k\" is ambiguous"},
+           Case{"nan", "no number"},
+       }) {
+    absl::StatusOr<uint64_t> v = ParseByteSize(c.text);
+    ASSERT_FALSE(v.ok()) << "'" << c.text << "'";
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(v.status().message(), HasSubstr(c.why)) << c.text;
+    EXPECT_THAT(v.status().message(),
+                HasSubstr(std::string("bad byte size \"") + c.text + "\""));
+    EXPECT_THAT(v.status().message(), HasSubstr(kByteSizeGrammar));
+  }
+}
+
+TEST(HumanReadableBytesTest, AlwaysBinaryUnits) {
+  EXPECT_EQ(HumanReadableBytes(0), "0 B");
+  EXPECT_EQ(HumanReadableBytes(1023), "1023 B");
+  EXPECT_EQ(HumanReadableBytes(1024), "1.00 KiB");
+  EXPECT_EQ(HumanReadableBytes(1536), "1.50 KiB");
+  EXPECT_EQ(HumanReadableBytes(uint64_t{3} << 30), "3.00 GiB");
+  EXPECT_EQ(HumanReadableBytes(uint64_t{5} << 40), "5.00 TiB");
+  EXPECT_EQ(HumanReadableBytes(UINT64_MAX), "16.00 EiB");
+}
+
+TEST(HumanReadableBytesTest, ExactFormKeepsTheByteCount) {
+  EXPECT_EQ(HumanReadableBytesExact(256), "256 B");
+  EXPECT_EQ(HumanReadableBytesExact(835805832), "797.09 MiB (835805832 B)");
+}
+
+TEST(HumanReadableBytesTest, RoundTripsThroughTheParserWithinRounding) {
+  for (uint64_t bytes : {uint64_t{1} << 10, uint64_t{3} << 29,
+                         uint64_t{16} << 30, uint64_t{7} << 40}) {
+    std::string text = HumanReadableBytes(bytes);
+    text.erase(text.find(' '), 1);
+    EXPECT_EQ(Parsed(text), bytes) << text;
+  }
+}
+
+}  // namespace
+}  // namespace bfc
