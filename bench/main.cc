@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
       bfc::bench::LoadTraces(trace_dir ? trace_dir : BFC_BENCH_TRACE_DIR,
                              phase_dir ? phase_dir : BFC_BENCH_PHASE_DIR);
   bfc::bench::RegisterTraceBenchmarks(traces);
+  // Debug checks change timings: every result records the level it ran at.
+  benchmark::AddCustomContext("bfc_check_level",
+                              std::to_string(BFC_CHECK_LEVEL));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every benchmark suite, then writes the tables and plots.
 #
-#   tools/run-benchmarks.sh                 # build/ (the README's build), 3 reps
+#   tools/run-benchmarks.sh                 # build-bench/, BFC_CHECK_LEVEL=0, 3 reps
 #   BUILD_DIR=build-bench REPS=5 tools/run-benchmarks.sh
 #   tools/run-benchmarks.sh --benchmark_filter=BM_Trace   # extra args go to
 #                                                         # the benchmark binary
@@ -10,12 +10,15 @@
 # medians of REPS repetitions), tables.md, scaling.svg, traces.svg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build}
+BUILD_DIR=${BUILD_DIR:-build-bench}
+# Timings are of the shipped configuration: no debug checks (a build with
+# tests defaults to BFC_CHECK_LEVEL=1; the binary records the level it has).
+CHECK_LEVEL=${CHECK_LEVEL:-0}
 REPS=${REPS:-3}
 OUT_DIR=${OUT_DIR:-bench/results}
 JOBS=${JOBS:-2}
 
-cmake -S . -B "$BUILD_DIR" -DBFC_BUILD_BENCHMARKS=ON >/dev/null
+cmake -S . -B "$BUILD_DIR" -DBFC_BUILD_BENCHMARKS=ON -DBFC_CHECK_LEVEL="$CHECK_LEVEL" >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" --target bfc_benchmarks
 mkdir -p "$OUT_DIR"
 "$BUILD_DIR/bench/bfc_benchmarks" \
