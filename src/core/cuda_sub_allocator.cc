@@ -18,16 +18,24 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "bfc/internal/constants.h"
 #include "bfc/log.h"
+#include "core/internal/bits.h"
 
 namespace bfc {
 namespace {
 
-// cudaMalloc and cudaHostAlloc both guarantee at least this alignment; larger
-// requests are checked after the fact.
-constexpr size_t kCudaGuaranteedAlignment = 256;
+using internal::IsAligned;
+using internal::IsPowerOfTwo;
 
-bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+// CUDA's own promise, not the allocator's granule: cudaMalloc and
+// cudaHostAlloc return memory aligned to at least 256 bytes (CUDA C
+// Programming Guide, "Device Memory Accesses"); larger requests are checked
+// after the fact. The allocator asks for at least kMinAllocationSize, which
+// this guarantee must cover so that the common request needs no check.
+constexpr size_t kCudaGuaranteedAlignment = 256;
+static_assert(kCudaGuaranteedAlignment >= kMinAllocationSize &&
+              IsPowerOfTwo(kCudaGuaranteedAlignment));
 
 std::string DescribeError(cudaError_t err) {
   return absl::StrFormat("%s: %s", cudaGetErrorName(err),
@@ -43,7 +51,8 @@ void ReportCudaError(const std::string& who, const std::string& what,
 }
 
 // Checks the request common to both sub-allocators; logs what is wrong.
-bool ValidRequest(const std::string& who, size_t alignment, size_t num_bytes) {
+[[nodiscard]] bool ValidRequest(const std::string& who, size_t alignment,
+                                size_t num_bytes) {
   if (num_bytes == 0) return false;
   if (!IsPowerOfTwo(alignment)) {
     Log(LogSeverity::kError,
@@ -52,10 +61,6 @@ bool ValidRequest(const std::string& who, size_t alignment, size_t num_bytes) {
     return false;
   }
   return true;
-}
-
-bool Aligned(const void* ptr, size_t alignment) {
-  return (reinterpret_cast<uintptr_t>(ptr) & (alignment - 1)) == 0;
 }
 
 // Makes `device` current for its lifetime and restores the caller's device
@@ -144,7 +149,7 @@ void* CudaDeviceSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     ReportCudaError(who, request, err);
     return nullptr;
   }
-  if (alignment > kCudaGuaranteedAlignment && !Aligned(ptr, alignment)) {
+  if (alignment > kCudaGuaranteedAlignment && !IsAligned(ptr, alignment)) {
     // Over-allocating to align would make Free's size disagree with what
     // cudaMalloc returned; failing lets the allocator report the problem.
     Log(LogSeverity::kError,
@@ -197,7 +202,7 @@ void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     ReportCudaError(who, request, err);
     return nullptr;
   }
-  if (alignment > kCudaGuaranteedAlignment && !Aligned(ptr, alignment)) {
+  if (alignment > kCudaGuaranteedAlignment && !IsAligned(ptr, alignment)) {
     Log(LogSeverity::kError,
         absl::StrFormat("%s: %s returned %p, which is not aligned; freed it",
                         who, request, ptr));

@@ -8,17 +8,20 @@
 #include "bfc/host_sub_allocator.h"
 
 #include <cstdlib>
-#include <limits>
 #include <utility>
+
+#include "bfc/internal/constants.h"
+#include "core/internal/bits.h"
 
 namespace bfc {
 namespace {
 
-// The allocator's chunks are multiples of 256 and start at 256-aligned
-// addresses; a smaller region alignment would break that, so it is the floor.
-constexpr size_t kMinRegionAlignment = 256;
+using internal::IsPowerOfTwo;
 
-bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+// The allocator's chunks are multiples of kMinAllocationSize and start at
+// addresses aligned to it; a smaller region alignment would break that, so it
+// is the floor.
+constexpr size_t kMinRegionAlignment = kMinAllocationSize;
 
 }  // namespace
 
@@ -35,12 +38,10 @@ void* HostSubAllocator::Alloc(size_t alignment, size_t num_bytes,
   if (bytes_received != nullptr) *bytes_received = 0;
   if (num_bytes == 0 || !IsPowerOfTwo(alignment)) return nullptr;
   if (alignment < kMinRegionAlignment) alignment = kMinRegionAlignment;
-  // aligned_alloc requires the size to be a multiple of the alignment; guard
-  // the round-up against wrapping for absurd requests.
-  if (num_bytes > std::numeric_limits<size_t>::max() - (alignment - 1)) {
-    return nullptr;
-  }
-  const size_t rounded = (num_bytes + alignment - 1) & ~(alignment - 1);
+  // aligned_alloc requires the size to be a multiple of the alignment; an
+  // absurd request whose round-up wraps fails.
+  size_t rounded = 0;
+  if (!internal::RoundUp(num_bytes, alignment, &rounded)) return nullptr;
   void* ptr = std::aligned_alloc(alignment, rounded);
   if (ptr == nullptr) return nullptr;
   // Report what was asked, not the rounded size: the allocator accounts pool

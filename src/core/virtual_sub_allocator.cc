@@ -21,28 +21,23 @@
 
 #include <cstdint>
 #include <iterator>
-#include <limits>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "bfc/internal/constants.h"
 #include "bfc/log.h"
+#include "core/internal/bits.h"
 
 namespace bfc {
 namespace {
 
+using internal::IsPowerOfTwo;
+using internal::RoundUp;
+
 // The allocator's chunk granularity: both block sizes and block addresses are
 // multiples of it, so the allocator's region map never sees a ragged edge.
-constexpr size_t kGranule = 256;
-
-bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
-
-// Rounds `x` up to a multiple of the power of two `a`; false on overflow.
-bool RoundUp(size_t x, size_t a, size_t* out) {
-  if (x > std::numeric_limits<size_t>::max() - (a - 1)) return false;
-  *out = (x + a - 1) & ~(a - 1);
-  return true;
-}
+constexpr size_t kGranule = kMinAllocationSize;
 
 size_t PageSize() {
   const long page = sysconf(_SC_PAGESIZE);
