@@ -6,109 +6,252 @@
 // times against the lower bound (peak live bytes), and against an online
 // allocator's peak pool size when given with --online-peak.
 //
+// Flags: CLI11 (tools/tool_flags.h), chosen because it is header-only
+// (nothing to link or ship), has no global flag registry (Abseil's flags are
+// process-global and exit(1) on a bad flag, while a usage error here must exit
+// 2), generates --help from the declarations, and has typed options with
+// validators. Flags bfc-replay has too (--skip-unknown-frees,
+// --summary-json, --quiet, --verbose) are declared once, in tool_flags.cc.
+//
 // Exit status: 0 when every trace was planned, 1 when a trace cannot be read
-// or is inconsistent, 2 for bad usage.
+// or is inconsistent or an output could not be written, 2 for bad usage.
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "bfc/planner/memory_management.h"
 #include "bfc/planner/plan_report.h"
 #include "bfc/replay/trace.h"
+#include "bfc/units.h"
+#include "nlohmann/json.hpp"
+#include "tool_flags.h"
+#include "tool_io.h"
 
 namespace {
 
-constexpr const char* kUsage =
-    R"(usage: bfc-plan [options] TRACE.csv[.gz]...
+using bfc::tools::kExitBadInput;
+using bfc::tools::kExitOk;
+using bfc::tools::kExitUsage;
+using bfc::tools::PrintError;
 
-Plans every trace offline with TFLite's memory strategies and prints each
-strategy's total (objects and offsets), its run time, and its ratio over the
-lower bound (peak live bytes).
+constexpr char kToolName[] = "bfc-plan";
 
-options:
-  --round=N           round every tensor size up to a multiple of N (default 1;
-                      256 mirrors BFC's minimum allocation size)
-  --align=N           align arena offsets to N bytes (default 1)
-  --online-peak=B     an online allocator's peak pool bytes, printed alongside
-                      (applies to every trace given after it)
-  --skip-unknown-frees  skip frees of pointers that are not live
-  --no-validate       do not validate each plan
-  -h, --help          this text
-)";
+constexpr char kDescription[] =
+    "Plans every trace offline with TFLite's memory strategies and prints "
+    "each strategy's total (shared objects and arena offsets), its run time, "
+    "and its ratio over the lower bound (peak live bytes).";
 
-bool ParseSize(std::string_view arg, std::string_view flag, size_t* out) {
-  if (arg.substr(0, flag.size()) != flag) return false;
-  uint64_t value = 0;
-  if (!absl::SimpleAtoi(std::string(arg.substr(flag.size())), &value)) {
-    std::fprintf(stderr, "bfc-plan: bad number in '%.*s'\n",
-                 static_cast<int>(arg.size()), arg.data());
-    std::exit(2);
+constexpr char kFooter[] =
+    "Exit status: 0 ok; 1 bad input (a trace that cannot be read or is "
+    "inconsistent) or an output that could not be written; 2 usage error.";
+
+constexpr char kSummaryKeys[] =
+    "traces: one object per TRACE with trace, trace_path, events, tensors, "
+    "peak_live_bytes (the lower bound), best_total_bytes, "
+    "online_peak_pool_bytes (with --online-peak) and plans (strategy, form, "
+    "ok, total_bytes, ratio, runtime_ms)";
+
+struct Flags {
+  std::vector<std::string> traces;
+  bool skip_unknown_frees = false;
+  std::string round = "1";
+  std::string align = "1";
+  std::string online_peak;  // empty: not given
+  bool no_validate = false;
+  std::string summary_json_path;
+  bfc::tools::Verbosity verbosity;
+};
+
+void DeclareFlags(CLI::App& app, Flags* f) {
+  using namespace bfc::tools;  // NOLINT: group names and helpers
+  app.add_option("TRACE", f->traces,
+                 "RMM logging CSV (.csv or .csv.gz), one or more; '-' reads "
+                 "standard input (plain CSV)")
+      ->type_name("")
+      ->required()
+      ->group(kGroupInputs);
+  AddSkipUnknownFreesFlag(app, &f->skip_unknown_frees);
+
+  app.add_option("--round", f->round,
+                 "Round every tensor size up to a multiple of SIZE (256 "
+                 "mirrors BFC's minimum allocation size). Default: 1")
+      ->type_name("SIZE")
+      ->check(ByteSizeValidator(/*positive=*/true))
+      ->group(kGroupPlanner);
+  app.add_option("--align", f->align,
+                 "Align arena offsets to SIZE bytes. Default: 1")
+      ->type_name("SIZE")
+      ->check(ByteSizeValidator(/*positive=*/true))
+      ->group(kGroupPlanner);
+  app.add_option("--online-peak", f->online_peak,
+                 "An online allocator's peak pool bytes (bfc-replay's 'peak "
+                 "pool bytes'), printed alongside every trace's plans")
+      ->type_name("SIZE")
+      ->check(ByteSizeValidator(/*positive=*/false))
+      ->group(kGroupPlanner);
+  app.add_flag("--no-validate", f->no_validate,
+               "Do not validate each plan (validation is not timed)")
+      ->group(kGroupPlanner);
+
+  AddSummaryJsonFlag(app, &f->summary_json_path, kSummaryKeys);
+  AddVerbosityFlags(app, &f->verbosity);
+}
+
+nlohmann::ordered_json TraceJson(const std::string& path,
+                                 const bfc::CompiledTrace& trace,
+                                 const bfc::planner::PlanReport& report,
+                                 std::optional<uint64_t> online_peak) {
+  nlohmann::ordered_json j;
+  j["trace"] = trace.name;
+  j["trace_path"] = path;
+  j["events"] = trace.num_events;
+  j["tensors"] = report.num_tensors;
+  j["tasks"] = report.num_tasks;
+  j["never_freed"] = report.num_never_freed;
+  j["peak_live_bytes"] = report.lower_bound_bytes;
+  j["best_total_bytes"] = report.BestTotalBytes();
+  if (online_peak.has_value()) j["online_peak_pool_bytes"] = *online_peak;
+  nlohmann::ordered_json plans = nlohmann::ordered_json::array();
+  for (const bfc::planner::PlanResult& r : report.results) {
+    nlohmann::ordered_json p;
+    p["strategy"] = bfc::planner::MemoryStrategyName(r.strategy);
+    p["form"] = r.offsets ? "offsets" : "objects";
+    p["ok"] = r.status.ok();
+    if (r.status.ok()) {
+      p["total_bytes"] = r.total_bytes;
+      p["ratio"] = report.lower_bound_bytes == 0
+                       ? 0.0
+                       : static_cast<double>(r.total_bytes) /
+                             static_cast<double>(report.lower_bound_bytes);
+      if (!r.offsets) p["objects"] = r.num_objects;
+      p["runtime_ms"] = r.runtime_ms;
+    } else {
+      p["error"] = std::string(r.status.message());
+    }
+    plans.push_back(std::move(p));
   }
-  *out = static_cast<size_t>(value);
-  return true;
+  j["plans"] = std::move(plans);
+  return j;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app(kDescription, kToolName);
+  bfc::tools::ConfigureApp(app, kFooter);
+  Flags flags;
+  DeclareFlags(app, &flags);
+  if (std::optional<int> exit = bfc::tools::ParseCommandLine(app, argc, argv)) {
+    return *exit;
+  }
+  const bool quiet = flags.verbosity.quiet;
+
+  bfc::planner::PlanOptions options;
+  options.round_sizes_to = bfc::tools::ByteSizeValue(flags.round);
+  options.base_addr_align_bytes = bfc::tools::ByteSizeValue(flags.align);
+  options.validate = !flags.no_validate;
+  bfc::CompileOptions compile_options;
+  compile_options.skip_unknown_frees = flags.skip_unknown_frees;
+  std::optional<uint64_t> online_peak;
+  if (!flags.online_peak.empty()) {
+    online_peak = bfc::tools::ByteSizeValue(flags.online_peak);
+  }
+
+  std::vector<bfc::tools::NamedPath> inputs;
+  int from_stdin = 0;
+  for (const std::string& t : flags.traces) {
+    inputs.push_back({"TRACE", t});
+    from_stdin += t == bfc::tools::kStdioPath;
+  }
+  if (from_stdin > 1) {
+    PrintError(app, "'-' (standard input) is given more than once");
+    return kExitUsage;
+  }
+  std::vector<bfc::tools::NamedPath> outputs;
+  if (!flags.summary_json_path.empty()) {
+    outputs.push_back({"--summary-json", flags.summary_json_path});
+  }
+  if (absl::Status s = bfc::tools::CheckDistinctPaths(inputs, outputs);
+      !s.ok()) {
+    PrintError(app, s.message());
+    return kExitUsage;
+  }
+  if (flags.verbosity.verbose) {
+    std::fprintf(stderr, "%s: round %zu, align %zu, validate %s%s\n", kToolName,
+                 options.round_sizes_to, options.base_addr_align_bytes,
+                 options.validate ? "true" : "false",
+                 online_peak.has_value()
+                     ? absl::StrCat(", online peak ",
+                                    bfc::HumanReadableBytesExact(*online_peak))
+                           .c_str()
+                     : "");
+  }
+
+  // With the summary JSON on stdout, the text goes to stderr.
+  std::FILE* text =
+      flags.summary_json_path == bfc::tools::kStdioPath ? stderr : stdout;
+  nlohmann::ordered_json traces = nlohmann::ordered_json::array();
+  int planned = 0;
+  for (const std::string& path : flags.traces) {
+    if (flags.verbosity.verbose) {
+      std::fprintf(stderr, "%s: planning %s\n", kToolName, path.c_str());
+    }
+    absl::StatusOr<bfc::Trace> trace = bfc::tools::ReadTraceArg(path);
+    if (!trace.ok()) {
+      PrintError(app, trace.status().message());
+      return kExitBadInput;
+    }
+    absl::StatusOr<bfc::CompiledTrace> compiled =
+        bfc::CompileTrace(*trace, compile_options);
+    if (!compiled.ok()) {
+      PrintError(app, compiled.status().message());
+      return kExitBadInput;
+    }
+    absl::StatusOr<bfc::planner::PlanReport> report =
+        bfc::planner::PlanTrace(*compiled, options);
+    if (!report.ok()) {
+      PrintError(app, report.status().message());
+      return kExitBadInput;
+    }
+    if (!quiet) {
+      if (planned > 0) std::fputs("\n", text);
+      std::optional<size_t> peak;
+      if (online_peak.has_value()) peak = static_cast<size_t>(*online_peak);
+      std::fputs(bfc::planner::FormatPlanReport(*report, peak).c_str(), text);
+    }
+    ++planned;
+    traces.push_back(TraceJson(path, *compiled, *report, online_peak));
+  }
+
+  if (!flags.summary_json_path.empty()) {
+    nlohmann::ordered_json j;
+    j["format"] = "bfc-plan-summary";
+    j["round"] = options.round_sizes_to;
+    j["align"] = options.base_addr_align_bytes;
+    j["validate"] = options.validate;
+    j["traces"] = std::move(traces);
+    const std::string json = j.dump(2) + "\n";
+    if (flags.summary_json_path == bfc::tools::kStdioPath) {
+      std::fwrite(json.data(), 1, json.size(), stdout);
+      if (std::fflush(stdout) != 0) return kExitBadInput;
+    } else {
+      absl::Status s =
+          bfc::tools::WriteFileAtomically(flags.summary_json_path, json);
+      if (!s.ok()) {
+        PrintError(app,
+                   absl::StrCat("cannot write the summary: ", s.message()));
+        return kExitBadInput;
+      }
+      if (!quiet) {
+        std::fprintf(stderr, "%s: wrote the summary to %s\n", kToolName,
+                     flags.summary_json_path.c_str());
+      }
+    }
+  }
+  return kExitOk;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  bfc::planner::PlanOptions options;
-  bfc::CompileOptions compile_options;
-  std::optional<size_t> online_peak;
-  int planned = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    size_t value = 0;
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (ParseSize(arg, "--round=", &options.round_sizes_to) ||
-               ParseSize(arg, "--align=", &options.base_addr_align_bytes)) {
-      if (options.round_sizes_to == 0 || options.base_addr_align_bytes == 0) {
-        std::fputs("bfc-plan: --round and --align must be positive\n", stderr);
-        return 2;
-      }
-    } else if (ParseSize(arg, "--online-peak=", &value)) {
-      online_peak = value;
-    } else if (arg == "--skip-unknown-frees") {
-      compile_options.skip_unknown_frees = true;
-    } else if (arg == "--no-validate") {
-      options.validate = false;
-    } else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "bfc-plan: unknown option '%s'\n%s", argv[i],
-                   kUsage);
-      return 2;
-    } else {
-      absl::StatusOr<bfc::Trace> trace = bfc::ReadTrace(argv[i]);
-      if (!trace.ok()) {
-        std::fprintf(stderr, "bfc-plan: %s\n",
-                     trace.status().ToString().c_str());
-        return 1;
-      }
-      absl::StatusOr<bfc::CompiledTrace> compiled =
-          bfc::CompileTrace(*trace, compile_options);
-      if (!compiled.ok()) {
-        std::fprintf(stderr, "bfc-plan: %s\n",
-                     compiled.status().ToString().c_str());
-        return 1;
-      }
-      absl::StatusOr<bfc::planner::PlanReport> report =
-          bfc::planner::PlanTrace(*compiled, options);
-      if (!report.ok()) {
-        std::fprintf(stderr, "bfc-plan: %s\n",
-                     report.status().ToString().c_str());
-        return 1;
-      }
-      if (planned++ > 0) std::fputs("\n", stdout);
-      std::fputs(bfc::planner::FormatPlanReport(*report, online_peak).c_str(),
-                 stdout);
-    }
-  }
-  if (planned == 0) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  return 0;
-}
+int main(int argc, char** argv) { return Main(argc, argv); }

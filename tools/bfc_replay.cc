@@ -1,312 +1,407 @@
 // bfc-replay: replays an allocation trace (RMM logging CSV, plain or gzip)
 // against a bfc::Allocator and prints what the pool needed.
 //
-// Structure: arguments are parsed into a Flags struct (ParseArgs), the
-// allocator is built from it (MakeAllocator), the replay runs, and
-// PrintSummary renders the result; a new output flag adds a field to Flags and
-// a printer beside PrintSummary.
+// Flags: CLI11 (tools/tool_flags.h), chosen because it is header-only
+// (nothing to link or ship), has no global flag registry (Abseil's flags are
+// process-global and exit(1) on a bad flag, while a usage error here must exit
+// 2), generates --help from the declarations, and has typed options with
+// validators. Every allocator option gets a flag generated from the option
+// table (bfc::AllocatorOptionFields()), so a new option appears here, in
+// --help and in --conf without touching this file.
 //
-// Exit status: 0 when the replay ran (failed allocations are a result, not an
-// error), 1 when the trace cannot be read or is inconsistent, 2 for bad usage
-// or an unavailable backend.
+// Settings, each layer overriding the one before: bfc-replay's defaults
+// (TF's, except allow_retry_on_failure=false: a one-thread replay has nobody
+// to wait for), the BFC_ALLOC_CONF environment variable, --conf, then the
+// flags given.
+//
+// Files: outputs are only ever the value of their flag, are refused when they
+// name the trace, another output or an existing trace, and are written
+// atomically (tools/tool_io.h), so a failed run leaves existing files as they
+// were.
+//
+// Exit status: 0 ok; 1 bad input (a trace that cannot be read or is
+// inconsistent) or an output that could not be written; 2 bad usage or an
+// unavailable backend; 3 the replay ran but allocations failed.
 #include <unistd.h>
 
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bfc/allocator.h"
+#include "bfc/allocator_options.h"
 #include "bfc/host_sub_allocator.h"
-#include "bfc/report/memory_map_svg.h"
+#include "bfc/log.h"
 #include "bfc/planner/plan_report.h"
 #include "bfc/replay/replay.h"
+#include "bfc/replay/trace.h"
+#include "bfc/report/memory_map_svg.h"
 #include "bfc/report/replay_report.h"
 #include "bfc/sub_allocator.h"
-#include "bfc/replay/trace.h"
+#include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
+#include "c_api/alloc_conf.h"
+#include "nlohmann/json.hpp"
+#include "tool_flags.h"
+#include "tool_io.h"
 #if defined(BFC_HAVE_CUDA)
 #include "bfc/cuda_sub_allocator.h"
 #endif
 
 namespace {
 
-constexpr const char* kDefaultTrace = "resnet18-train.csv";
+using bfc::c_api::Backend;
+using bfc::tools::kExitBadInput;
+using bfc::tools::kExitFailedAllocations;
+using bfc::tools::kExitOk;
+using bfc::tools::kExitUsage;
+using bfc::tools::NamedPath;
+using bfc::tools::PrintError;
 
-enum class Backend { kVirtual, kHost, kCuda };
+constexpr char kToolName[] = "bfc-replay";
+constexpr char kDefaultTrace[] = "resnet18-train.csv";
+constexpr uint64_t kDefaultMemoryLimit = uint64_t{16} << 30;
+
+// Where a setting came from, for --verbose.
+constexpr char kFromDefault[] = "default";
+constexpr char kFromEnv[] = "BFC_ALLOC_CONF";
+constexpr char kFromConf[] = "--conf";
+
+constexpr char kDescription[] =
+    "Replays an allocation trace (RAPIDS RMM logging CSV: "
+    "Thread,Time,Action,Pointer,Size,Stream; plain or gzip) against "
+    "bfc::Allocator and prints the memory the pool needed. With no TRACE it "
+    "replays the bundled resnet18-train.csv (installed in share/bfc/traces).";
+
+constexpr char kFooter[] =
+    "Settings apply in this order, each overriding the one before: "
+    "bfc-replay's defaults, the BFC_ALLOC_CONF environment variable, --conf, "
+    "then the flags given.\n"
+    "Exit status: 0 ok; 1 bad input (a trace that cannot be read or is "
+    "inconsistent) or an output that could not be written; 2 usage error or "
+    "unavailable backend; 3 the replay ran but allocations failed.";
+
+constexpr char kSummaryKeys[] =
+    "trace, trace_path, events, allocations, frees, failures, "
+    "peak_live_bytes, peak_bytes_in_use, peak_pool_bytes, footprint, regions, "
+    "ns_per_op, backend, memory_limit, options (each option as text)";
+
+// Spellings the tool had before the option table, kept for scripts and docs.
+const char* OptionAlias(absl::string_view name) {
+  if (name == "allow_growth") return "--growth";
+  if (name == "garbage_collection") return "--gc";
+  return nullptr;
+}
+
+std::string OptionFlagName(absl::string_view name) {
+  return absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}));
+}
+
+// TF's defaults, but without retry: a replay is one thread, so nobody would
+// free while an allocation waits.
+bfc::AllocatorOptions ToolDefaultOptions() {
+  bfc::AllocatorOptions o;
+  o.allow_retry_on_failure = false;
+  return o;
+}
 
 struct Flags {
-  size_t memory_limit = size_t{16} << 30;
-  bool growth = true;
-  bool gc = false;
-  double fragmentation_fraction = 0;
-  Backend backend = Backend::kVirtual;
+  std::string trace_path;  // empty: the bundled default trace
   bool skip_unknown_frees = false;
-  bool plan = false;          // also print the offline planner's report
-  bool record_sites = false;  // Options::record_allocation_sites
-  // Outputs of the replay report (bfc/report/replay_report.h); empty: not written.
+  std::string conf;
+  std::string backend;       // empty: not given
+  std::string memory_limit;  // empty: not given
+  // One per row of AllocatorOptionFields(); a flag's count() says if given.
+  std::vector<std::string> option_values;
+  std::vector<CLI::Option*> option_flags;
   std::string json_path;
   std::string svg_path;
   std::string html_path;
-  bool help = false;
-  std::string trace_path;  // empty: the bundled default trace
+  std::string summary_json_path;
+  bool plan = false;
+  bfc::tools::Verbosity verbosity;
 };
 
-constexpr const char* kUsage =
-    R"(usage: bfc-replay [options] [TRACE.csv|TRACE.csv.gz]
+// The allocator to build, and where each setting came from.
+struct Config {
+  Backend backend = Backend::kVirtual;
+  std::string backend_from = kFromDefault;
+  uint64_t memory_limit = kDefaultMemoryLimit;
+  std::optional<double> memory_fraction;  // resolved into memory_limit
+  std::string memory_from = kFromDefault;
+  bfc::AllocatorOptions options = ToolDefaultOptions();
+  std::vector<std::string> option_from;  // per AllocatorOptionFields() row
+  std::vector<std::string> conf_layers;  // "BFC_ALLOC_CONF=..." for the report
+};
 
-Replays an allocation trace (RAPIDS RMM logging CSV:
-Thread,Time,Action,Pointer,Size,Stream) against bfc::Allocator and prints the
-peak memory the pool needed. With no TRACE, replays the bundled
-tests/data/resnet18-train.csv.
+void DeclareFlags(CLI::App& app, Flags* f) {
+  using namespace bfc::tools;  // NOLINT: group names and helpers
+  app.add_option("TRACE", f->trace_path,
+                 "RMM logging CSV (.csv or .csv.gz); '-' reads standard "
+                 "input (plain CSV). Default: the bundled resnet18-train.csv")
+      ->type_name("")
+      ->group(kGroupInputs);
+  AddSkipUnknownFreesFlag(app, &f->skip_unknown_frees);
 
-options:
-  --memory-limit=SIZE           allocator total_memory (default 16GiB). SIZE is
-                                bytes or a number with a unit: KiB MiB GiB TiB
-                                (powers of 1024; K M G T too), KB MB GB TB
-                                (powers of 1000), e.g. 16GiB, 512MiB, 1G
-  --growth=true|false           allow_growth: start at 2 MiB and double (default true)
-  --gc=true|false               garbage_collection on out-of-memory (default false)
-  --fragmentation-fraction=F    split cap as a fraction of the limit, 0 <= F <= 1
-                                (default 0: 128 MiB)
-  --backend=virtual|host|cuda   where regions come from (default virtual: reserved
-                                address space, no memory is touched)
-  --skip-unknown-frees          skip frees of pointers that are not live instead of
-                                failing
-  --plan                        also plan the trace offline (TFLite's strategies)
-                                and print each plan's memory against the lower
-                                bound (peak live bytes) and this replay's pool
-  --json FILE, --json=FILE      write the summary, the timeline (live, in use, pool
-                                bytes and fragmentation after every op) and memory
-                                maps at the peak of bytes in use and at the end
-  --svg FILE                    write the memory maps at the peak and at the end
-                                as an SVG picture
-  --html FILE                   write a self-contained viewer page (no network):
-                                the timeline chart, both maps (hover or click a
-                                chunk), the summary numbers
-  --record-allocation-sites     capture a stack per allocation (to measure its
-                                cost; the sites are in --json and --html)
-  --help                        this text
-)";
+  app.add_option("--conf", f->conf,
+                 absl::StrCat("Allocator settings in the BFC_ALLOC_CONF "
+                              "grammar, key:value[,key:value...]; keys: ",
+                              bfc::c_api::AllocConfKeys(),
+                              ". memory_fraction is of physical memory (host) "
+                              "or of 16 GiB (virtual). Overrides "
+                              "BFC_ALLOC_CONF; flags override it"))
+      ->type_name("STRING")
+      ->group(kGroupAllocator);
+  app.add_option("--backend", f->backend,
+                 "Where regions come from: virtual (reserved address space, "
+                 "no memory touched, coalescing), host (malloc), cuda (GPU 0; "
+                 "exit status 2 without one). Default: virtual")
+      ->type_name("NAME")
+      ->check(CLI::IsMember({"host", "virtual", "cuda"}))
+      ->group(kGroupAllocator);
+  app.add_option(
+         "--memory-limit", f->memory_limit,
+         absl::StrCat(
+             "The allocator's total_memory: ", bfc::kByteSizeGrammar,
+             ". Default: ", bfc::HumanReadableBytes(kDefaultMemoryLimit)))
+      ->type_name("SIZE")
+      ->check(ByteSizeValidator(/*positive=*/true))
+      ->group(kGroupAllocator);
 
-// Human-readable bytes: "835.8 MB (835805832 B)". Decimal units, with the
-// exact count beside them so nothing is lost to rounding.
-std::string HumanBytes(int64_t bytes) {
-  static constexpr const char* kUnits[] = {"kB", "MB", "GB", "TB", "PB"};
-  if (bytes < 1000 && bytes > -1000) return absl::StrFormat("%d B", bytes);
-  double v = static_cast<double>(bytes);
-  int u = -1;
-  while (std::fabs(v) >= 1000 && u < 4) {
-    v /= 1000;
-    ++u;
-  }
-  return absl::StrFormat("%.1f %s (%d B)", v, kUnits[u], bytes);
-}
-
-// Parses "16GiB", "512MiB", "1G", "1.5GB", "4096". False on anything else.
-bool ParseSize(std::string_view s, size_t* out) {
-  std::string str(s);
-  if (str.empty()) return false;
-  const char* begin = str.c_str();
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(begin, &end);
-  if (end == begin || errno != 0 || !(v >= 0) || begin[0] == '-' ||
-      begin[0] == '+') {
-    return false;
-  }
-  std::string unit(end);
-  double mult = 0;
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},         {"B", 1},      {"K", 0x1p10},   {"KiB", 0x1p10},
-      {"KB", 1e3},     {"k", 0x1p10}, {"kB", 1e3},     {"M", 0x1p20},
-      {"MiB", 0x1p20}, {"MB", 1e6},   {"G", 0x1p30},   {"GiB", 0x1p30},
-      {"GB", 1e9},     {"T", 0x1p40}, {"TiB", 0x1p40}, {"TB", 1e12},
-  };
-  for (const auto& [name, m] : kUnits) {
-    if (unit == name) mult = m;
-  }
-  if (mult == 0) return false;
-  double bytes = std::floor(v * mult);
-  if (bytes >= 0x1p63) return false;
-  *out = static_cast<size_t>(bytes);
-  return true;
-}
-
-bool ParseBool(std::string_view s, bool* out) {
-  if (s == "true" || s == "1" || s == "yes" || s == "on") {
-    *out = true;
-    return true;
-  }
-  if (s == "false" || s == "0" || s == "no" || s == "off") {
-    *out = false;
-    return true;
-  }
-  return false;
-}
-
-// Fills *flags from argv; on a bad argument returns false with *error set to
-// one line naming the option and what it accepts.
-bool ParseArgs(int argc, char** argv, Flags* flags, std::string* error) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg.size() < 2 || arg.substr(0, 2) != "--") {
-      if (!flags->trace_path.empty()) {
-        *error = absl::StrFormat(
-            "more than one trace given ('%s' and '%s'); pass one",
-            flags->trace_path, std::string(arg));
-        return false;
-      }
-      flags->trace_path = std::string(arg);
-      continue;
-    }
-    size_t eq = arg.find('=');
-    std::string name(arg.substr(0, eq));
-    std::optional<std::string> value;
-    if (eq != std::string_view::npos) value = std::string(arg.substr(eq + 1));
-    auto need_value = [&](const char* accepted) {
-      if (value.has_value()) return true;
-      *error = absl::StrFormat("%s needs a value: %s=%s", name, name, accepted);
-      return false;
-    };
-    auto bad_value = [&](const char* accepted) {
-      *error = absl::StrFormat("bad value '%s' for %s: expected %s", *value,
-                               name, accepted);
-      return false;
-    };
-
-    if (name == "--help" || name == "-h") {
-      flags->help = true;
-    } else if (name == "--memory-limit") {
-      constexpr const char* kAccepted =
-          "a size > 0 in bytes or with a unit (e.g. 16GiB, 512MiB, 1G, "
-          "1073741824)";
-      if (!need_value(kAccepted)) return false;
-      if (!ParseSize(*value, &flags->memory_limit) ||
-          flags->memory_limit == 0) {
-        return bad_value(kAccepted);
-      }
-    } else if (name == "--growth" || name == "--gc") {
-      if (!need_value("true|false")) return false;
-      bool* target = name == "--growth" ? &flags->growth : &flags->gc;
-      if (!ParseBool(*value, target)) return bad_value("true or false");
-    } else if (name == "--fragmentation-fraction") {
-      constexpr const char* kAccepted =
-          "a number F with 0 <= F <= 1 (e.g. 0.05)";
-      if (!need_value(kAccepted)) return false;
-      char* end = nullptr;
-      errno = 0;
-      double f = std::strtod(value->c_str(), &end);
-      if (value->empty() || *end != '\0' || errno != 0 || !(f >= 0 && f <= 1)) {
-        return bad_value(kAccepted);
-      }
-      flags->fragmentation_fraction = f;
-    } else if (name == "--backend") {
-      constexpr const char* kAccepted = "virtual, host or cuda";
-      if (!need_value(kAccepted)) return false;
-      if (*value == "virtual") {
-        flags->backend = Backend::kVirtual;
-      } else if (*value == "host") {
-        flags->backend = Backend::kHost;
-      } else if (*value == "cuda") {
-        flags->backend = Backend::kCuda;
-      } else {
-        return bad_value(kAccepted);
-      }
-    } else if (name == "--skip-unknown-frees") {
-      if (!value.has_value()) {
-        flags->skip_unknown_frees = true;
-      } else if (!ParseBool(*value, &flags->skip_unknown_frees)) {
-        return bad_value("true or false (or no value)");
-      }
-    } else if (name == "--json" || name == "--svg" || name == "--html") {
-      // Also "--json FILE", as the output path usually follows.
-      if (!value.has_value() && i + 1 < argc &&
-          std::string_view(argv[i + 1]).substr(0, 2) != "--") {
-        value = std::string(argv[++i]);
-      }
-      if (!need_value("FILE")) return false;
-      if (value->empty()) return bad_value("an output file path");
-      std::string* target = name == "--json"  ? &flags->json_path
-                            : name == "--svg" ? &flags->svg_path
-                                              : &flags->html_path;
-      *target = *value;
-    } else if (name == "--record-allocation-sites") {
-      if (!value.has_value()) {
-        flags->record_sites = true;
-      } else if (!ParseBool(*value, &flags->record_sites)) {
-        return bad_value("true or false (or no value)");
-      }
-    } else if (name == "--plan") {
-      if (!value.has_value()) {
-        flags->plan = true;
-      } else if (!ParseBool(*value, &flags->plan)) {
-        return bad_value("true or false (or no value)");
-      }
+  const bfc::AllocatorOptions tool_defaults = ToolDefaultOptions();
+  const bfc::AllocatorOptions tf_defaults;
+  const absl::Span<const bfc::OptionField> fields =
+      bfc::AllocatorOptionFields();
+  f->option_values.resize(fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const bfc::OptionField& field = fields[i];
+    std::string names = OptionFlagName(field.name);
+    const char* alias = OptionAlias(field.name);
+    if (alias != nullptr) absl::StrAppend(&names, ",", alias);
+    const std::string def =
+        bfc::AllocatorOptionToString(tool_defaults, field.name);
+    const std::string tf =
+        bfc::AllocatorOptionToString(tf_defaults, field.name);
+    std::string doc = absl::StrCat(field.doc, ". Default: ", def);
+    if (def != tf) absl::StrAppend(&doc, " (TF: ", tf, ")");
+    CLI::Option* opt;
+    if (field.kind == bfc::OptionKind::kBool) {
+      // A flag: "--name" alone is true; a following word is not consumed.
+      opt = app.add_flag(names, f->option_values[i], doc)
+                ->option_text("[=true|false]");
     } else {
-      *error =
-          absl::StrFormat("unknown option '%s' (see --help)", std::string(arg));
-      return false;
+      const char* type = field.kind == bfc::OptionKind::kCount ? "COUNT"
+                         : field.kind == bfc::OptionKind::kFraction
+                             ? "FRACTION"
+                             : "DURATION";
+      opt = app.add_option(names, f->option_values[i], doc)
+                ->type_name(type)
+                ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    }
+    const std::string also =
+        alias == nullptr ? "" : absl::StrCat(" (also spelled ", alias, ")");
+    opt->check(CLI::Validator(
+                   [name = std::string(field.name), also](std::string& v) {
+                     bfc::AllocatorOptions scratch;
+                     absl::Status s = bfc::SetAllocatorOption(scratch, name, v);
+                     return s.ok() ? std::string()
+                                   : absl::StrCat(s.message(), also);
+                   },
+                   ""))
+        ->group(kGroupAllocator);
+    f->option_flags.push_back(opt);
+  }
+
+  AddOutputFlag(app, "--json", &f->json_path,
+                "Write the summary, the timeline (live, in use, pool bytes "
+                "and fragmentation after every op) and the memory maps at the "
+                "peak of bytes in use and at the end, as JSON");
+  AddOutputFlag(app, "--svg", &f->svg_path,
+                "Write the memory maps at the peak and at the end as an SVG "
+                "picture");
+  AddOutputFlag(app, "--html", &f->html_path,
+                "Write a self-contained viewer page (no network): the "
+                "timeline chart, both maps (hover or click a chunk), the "
+                "summary numbers");
+  AddSummaryJsonFlag(app, &f->summary_json_path, kSummaryKeys);
+
+  app.add_flag("--plan", f->plan,
+               "Also plan the trace offline (TFLite's strategies) and print "
+               "each plan's memory against the lower bound (peak live bytes) "
+               "and this replay's pool")
+      ->option_text("[=true|false]")
+      ->group(kGroupReporting);
+  AddVerbosityFlags(app, &f->verbosity);
+}
+
+// The keys `text` gives, in order (ParseAllocConf has accepted it).
+std::vector<std::string> ConfKeys(absl::string_view text) {
+  std::vector<std::string> keys;
+  for (absl::string_view entry : absl::StrSplit(text, ',')) {
+    entry = absl::StripAsciiWhitespace(entry);
+    if (entry.empty()) continue;
+    keys.emplace_back(
+        absl::StripAsciiWhitespace(entry.substr(0, entry.find(':'))));
+  }
+  return keys;
+}
+
+// Applies the keys `text` gives over `config`; keys it leaves out keep their
+// value (so --conf overrides BFC_ALLOC_CONF key by key).
+absl::Status ApplyConf(absl::string_view text, const char* source,
+                       Config* config) {
+  absl::StatusOr<bfc::c_api::AllocConf> conf = bfc::c_api::ParseAllocConf(text);
+  if (!conf.ok()) {
+    absl::string_view message = conf.status().message();
+    if (std::strcmp(source, kFromConf) != 0) return conf.status();
+    // The parser names the variable; here the text came from --conf.
+    absl::ConsumePrefix(&message, absl::StrCat(kFromEnv, ": "));
+    return absl::InvalidArgumentError(absl::StrCat(kFromConf, ": ", message));
+  }
+  config->conf_layers.push_back(
+      absl::StrCat(source, std::strcmp(source, kFromEnv) == 0 ? "=" : " ", "\"",
+                   text, "\""));
+  const absl::Span<const bfc::OptionField> fields =
+      bfc::AllocatorOptionFields();
+  for (const std::string& key : ConfKeys(text)) {
+    if (key == "backend") {
+      config->backend = conf->backend;
+      config->backend_from = source;
+    } else if (key == "memory_limit") {
+      config->memory_limit = *conf->memory_limit;
+      config->memory_fraction.reset();
+      config->memory_from = source;
+    } else if (key == "memory_fraction") {
+      config->memory_fraction = conf->memory_fraction;
+      config->memory_from = source;
+    } else {
+      for (size_t i = 0; i < fields.size(); ++i) {
+        if (fields[i].name != key) continue;
+        absl::Status s = bfc::SetAllocatorOption(
+            config->options, key,
+            bfc::AllocatorOptionToString(conf->options, key));
+        if (!s.ok()) return s;
+        config->option_from[i] = source;
+      }
     }
   }
-  return true;
+  return absl::OkStatus();
+}
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+// Defaults, then BFC_ALLOC_CONF, then --conf, then the flags given.
+absl::Status BuildConfig(const Flags& flags, Config* config) {
+  const absl::Span<const bfc::OptionField> fields =
+      bfc::AllocatorOptionFields();
+  config->option_from.assign(fields.size(), kFromDefault);
+  if (const char* env = std::getenv(bfc::c_api::kAllocConfEnvVar);
+      env != nullptr && *env != '\0') {
+    absl::Status s = ApplyConf(env, kFromEnv, config);
+    if (!s.ok()) return s;
+  }
+  if (!flags.conf.empty()) {
+    absl::Status s = ApplyConf(flags.conf, kFromConf, config);
+    if (!s.ok()) return s;
+  }
+  if (!flags.backend.empty()) {
+    config->backend = flags.backend == "host"   ? Backend::kHost
+                      : flags.backend == "cuda" ? Backend::kCuda
+                                                : Backend::kVirtual;
+    config->backend_from = "--backend";
+  }
+  if (!flags.memory_limit.empty()) {
+    config->memory_limit = bfc::tools::ByteSizeValue(flags.memory_limit);
+    config->memory_fraction.reset();
+    config->memory_from = "--memory-limit";
+  }
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (flags.option_flags[i]->count() == 0) continue;
+    absl::Status s = bfc::SetAllocatorOption(config->options, fields[i].name,
+                                             flags.option_values[i]);
+    if (!s.ok()) return s;  // the validator has already accepted it
+    config->option_from[i] = OptionFlagName(fields[i].name);
+  }
+  if (config->memory_fraction.has_value()) {
+    uint64_t total = 0;
+    switch (config->backend) {
+      case Backend::kHost:
+        total = PhysicalMemoryBytes();
+        break;
+      case Backend::kVirtual:
+        total = kDefaultMemoryLimit;
+        break;
+      case Backend::kCuda:
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "memory_fraction (from %s) with the cuda backend is not "
+            "supported by %s; give memory_limit or --memory-limit",
+            config->memory_from, kToolName));
+    }
+    config->memory_limit =
+        static_cast<uint64_t>(*config->memory_fraction * total);
+    if (config->memory_limit == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("memory_fraction %g (from %s) of %s is 0 bytes",
+                          *config->memory_fraction, config->memory_from,
+                          bfc::HumanReadableBytes(total)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool FileExists(const std::string& path) {
   return access(path.c_str(), R_OK) == 0;
 }
 
-// The bundled trace: from the source tree this binary was built from, else
-// next to the executable (build/tools/bfc-replay -> tests/data).
+// The bundled trace: installed, <bindir>/<BFC_TRACES_FROM_BINDIR> (relative,
+// from CMake's install dirs); uninstalled, the build tree mirrors that layout
+// and BFC_BUILD_TREE_TRACES_DIR names it too. "" when neither has it.
 std::string DefaultTracePath() {
-#if defined(BFC_SOURCE_DIR)
-  std::string from_source =
-      std::string(BFC_SOURCE_DIR) + "/tests/data/" + kDefaultTrace;
-  if (FileExists(from_source)) return from_source;
+  std::vector<std::string> candidates;
+  const std::string exe_dir = bfc::tools::ExecutableDir();
+#if defined(BFC_TRACES_FROM_BINDIR)
+  if (!exe_dir.empty()) {
+    candidates.push_back(
+        absl::StrCat(exe_dir, "/", BFC_TRACES_FROM_BINDIR, "/", kDefaultTrace));
+  }
 #endif
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    std::string dir(exe);
-    dir = dir.substr(0, dir.find_last_of('/'));
-    for (const char* rel :
-         {"/../tests/data/", "/../../tests/data/", "/../share/bfc/"}) {
-      std::string candidate = dir + rel + kDefaultTrace;
-      if (FileExists(candidate)) return candidate;
-    }
+#if defined(BFC_BUILD_TREE_TRACES_DIR)
+  candidates.push_back(
+      absl::StrCat(BFC_BUILD_TREE_TRACES_DIR, "/", kDefaultTrace));
+#endif
+  for (const std::string& c : candidates) {
+    if (FileExists(c)) return bfc::tools::NormalizePath(c);
   }
-  return std::string("tests/data/") + kDefaultTrace;
-}
-
-const char* BackendName(Backend b) {
-  switch (b) {
-    case Backend::kVirtual:
-      return "virtual";
-    case Backend::kHost:
-      return "host";
-    case Backend::kCuda:
-      return "cuda";
-  }
-  return "?";
+  return "";
 }
 
 // nullptr with *error set when the backend is unavailable.
-std::unique_ptr<bfc::SubAllocator> MakeSubAllocator(const Flags& flags,
+std::unique_ptr<bfc::SubAllocator> MakeSubAllocator(const Config& config,
                                                     std::string* error) {
-  switch (flags.backend) {
+  switch (config.backend) {
     case Backend::kVirtual:
-      return std::make_unique<bfc::VirtualSubAllocator>(flags.memory_limit);
+      return std::make_unique<bfc::VirtualSubAllocator>(config.memory_limit);
     case Backend::kHost:
       return std::make_unique<bfc::HostSubAllocator>();
     case Backend::kCuda: {
@@ -328,47 +423,116 @@ std::unique_ptr<bfc::SubAllocator> MakeSubAllocator(const Flags& flags,
   return nullptr;
 }
 
-void PrintSummary(const Flags& flags, const std::string& path,
-                  const bfc::CompiledTrace& trace, const bfc::ReplaySummary& s,
+void PrintConfig(const Config& config, const std::string& path, bool bundled) {
+  std::fprintf(stderr, "%s: trace %s%s\n", kToolName, path.c_str(),
+               bundled ? " (bundled)" : "");
+  std::fprintf(stderr, "%s: backend %s (%s)\n", kToolName,
+               bfc::c_api::BackendName(config.backend),
+               config.backend_from.c_str());
+  std::fprintf(stderr, "%s: memory limit %s (%s)\n", kToolName,
+               bfc::HumanReadableBytesExact(config.memory_limit).c_str(),
+               config.memory_from.c_str());
+  const absl::Span<const bfc::OptionField> fields =
+      bfc::AllocatorOptionFields();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    std::fprintf(
+        stderr, "%s: option %s=%s (%s)\n", kToolName,
+        std::string(fields[i].name).c_str(),
+        bfc::AllocatorOptionToString(config.options, fields[i].name).c_str(),
+        config.option_from[i].c_str());
+  }
+}
+
+void PrintSummary(std::FILE* out, const Config& config, const std::string& path,
+                  bool bundled, const bfc::CompiledTrace& trace,
+                  const bfc::ReplaySummary& s,
                   const bfc::Allocator& allocator) {
-  std::printf("trace             %s (%s)\n", s.trace_name.c_str(),
-              path.c_str());
-  std::printf(
-      "allocator         %s backend, limit %s, growth %s, gc %s, "
-      "fragmentation fraction %g\n",
-      BackendName(flags.backend),
-      HumanBytes(static_cast<int64_t>(flags.memory_limit)).c_str(),
-      flags.growth ? "on" : "off", flags.gc ? "on" : "off",
-      flags.fragmentation_fraction);
-  std::printf("events            %zu\n", s.events);
-  std::printf("allocations       %zu\n", s.allocations);
-  std::printf("frees             %zu\n", s.frees);
-  std::printf("failures          %zu", s.failures);
-  if (s.skipped_frees > 0)
-    std::printf(" (%zu frees of failed allocations skipped)", s.skipped_frees);
-  std::printf("\n");
+  std::fprintf(out, "trace             %s (%s%s)\n", s.trace_name.c_str(),
+               path.c_str(), bundled ? ", bundled" : "");
+  std::fprintf(out,
+               "allocator         %s backend, limit %s, growth %s, gc %s, "
+               "fragmentation fraction %g\n",
+               bfc::c_api::BackendName(config.backend),
+               bfc::HumanReadableBytesExact(config.memory_limit).c_str(),
+               config.options.allow_growth ? "on" : "off",
+               config.options.garbage_collection ? "on" : "off",
+               config.options.fragmentation_fraction);
+  if (!config.conf_layers.empty()) {
+    std::fprintf(out, "configured by     %s\n",
+                 absl::StrJoin(config.conf_layers, ", then ").c_str());
+  }
+  std::fprintf(out, "events            %zu\n", s.events);
+  std::fprintf(out, "allocations       %zu\n", s.allocations);
+  std::fprintf(out, "frees             %zu\n", s.frees);
+  std::fprintf(out, "failures          %zu", s.failures);
+  if (s.skipped_frees > 0) {
+    std::fprintf(out, " (%zu frees of failed allocations skipped)",
+                 s.skipped_frees);
+  }
+  std::fprintf(out, "\n");
   if (trace.num_failure_rows > 0 || trace.num_unknown_frees > 0) {
-    std::printf(
+    std::fprintf(
+        out,
         "not replayed      %zu 'allocate failure' rows, %zu unknown frees\n",
         trace.num_failure_rows, trace.num_unknown_frees);
   }
   if (s.live_at_end > 0) {
-    std::printf(
+    std::fprintf(
+        out,
         "live at end       %zu allocations, %s (freed after the summary)\n",
         s.live_at_end,
-        HumanBytes(static_cast<int64_t>(s.live_bytes_at_end)).c_str());
+        bfc::HumanReadableBytesExact(s.live_bytes_at_end).c_str());
   }
-  std::printf("peak live bytes   %s\n",
-              HumanBytes(static_cast<int64_t>(s.peak_live_bytes)).c_str());
-  std::printf("peak in use       %s\n",
-              HumanBytes(s.peak_bytes_in_use).c_str());
-  std::printf("peak pool bytes   %s\n", HumanBytes(s.peak_pool_bytes).c_str());
-  std::printf("footprint ratio   %.3f (peak pool / peak live)\n",
-              s.footprint_ratio);
-  std::printf("regions           %lld\n", static_cast<long long>(s.regions));
-  std::printf("time              %.3f ms, %.1f ns/op\n", s.wall_seconds * 1e3,
-              s.ns_per_op);
-  std::printf("occupancy         %s\n", allocator.RenderOccupancy().c_str());
+  std::fprintf(out, "peak live bytes   %s\n",
+               bfc::HumanReadableBytesExact(s.peak_live_bytes).c_str());
+  std::fprintf(out, "peak in use       %s\n",
+               bfc::HumanReadableBytesExact(s.peak_bytes_in_use).c_str());
+  std::fprintf(out, "peak pool bytes   %s\n",
+               bfc::HumanReadableBytesExact(s.peak_pool_bytes).c_str());
+  std::fprintf(out, "footprint ratio   %.3f (peak pool / peak live)\n",
+               s.footprint_ratio);
+  std::fprintf(out, "regions           %lld\n",
+               static_cast<long long>(s.regions));
+  std::fprintf(out, "time              %.3f ms, %.1f ns/op\n",
+               s.wall_seconds * 1e3, s.ns_per_op);
+  std::fprintf(out, "occupancy         %s\n",
+               allocator.RenderOccupancy().c_str());
+}
+
+std::string SummaryJson(const Config& config, const std::string& path,
+                        bool bundled, const bfc::CompiledTrace& trace,
+                        const bfc::ReplaySummary& s) {
+  nlohmann::ordered_json j;
+  j["format"] = "bfc-replay-summary";
+  j["trace"] = s.trace_name;
+  j["trace_path"] = path;
+  j["bundled_trace"] = bundled;
+  j["events"] = s.events;
+  j["allocations"] = s.allocations;
+  j["frees"] = s.frees;
+  j["failures"] = s.failures;
+  j["skipped_frees"] = s.skipped_frees;
+  j["failure_rows_not_replayed"] = trace.num_failure_rows;
+  j["unknown_frees_skipped"] = trace.num_unknown_frees;
+  j["live_at_end"] = s.live_at_end;
+  j["live_bytes_at_end"] = s.live_bytes_at_end;
+  j["peak_live_bytes"] = s.peak_live_bytes;
+  j["peak_bytes_in_use"] = s.peak_bytes_in_use;
+  j["peak_pool_bytes"] = s.peak_pool_bytes;
+  j["pool_bytes_at_end"] = s.pool_bytes_at_end;
+  j["footprint"] = s.footprint_ratio;
+  j["regions"] = s.regions;
+  j["wall_seconds"] = s.wall_seconds;
+  j["ns_per_op"] = s.ns_per_op;
+  j["backend"] = bfc::c_api::BackendName(config.backend);
+  j["memory_limit"] = config.memory_limit;
+  nlohmann::ordered_json options = nlohmann::ordered_json::object();
+  for (const bfc::OptionField& f : bfc::AllocatorOptionFields()) {
+    options[std::string(f.name)] =
+        bfc::AllocatorOptionToString(config.options, f.name);
+  }
+  j["options"] = std::move(options);
+  return j.dump(2) + "\n";
 }
 
 // The maps of all snapshots stacked in one SVG (nested <svg> elements).
@@ -397,41 +561,47 @@ std::string SnapshotsSvg(const bfc::ReplayReport& report) {
       y, y, body);
 }
 
-bool WriteFile(const std::string& path, const std::string& text,
-               const char* what) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "bfc-replay: cannot write %s to '%s': %s\n", what,
-                 path.c_str(), std::strerror(errno));
+// Writes an output (atomically; "-" is standard output). False after
+// printing why not.
+bool WriteOutput(const Flags& flags, const std::string& path,
+                 const std::string& text, const char* what) {
+  if (path == bfc::tools::kStdioPath) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return std::fflush(stdout) == 0;
+  }
+  absl::Status s = bfc::tools::WriteFileAtomically(path, text);
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: cannot write %s: %s\n", kToolName, what,
+                 std::string(s.message()).c_str());
     return false;
   }
-  std::fprintf(stderr, "bfc-replay: wrote %s to %s\n", what, path.c_str());
+  if (!flags.verbosity.quiet) {
+    std::fprintf(stderr, "%s: wrote %s to %s\n", kToolName, what, path.c_str());
+  }
   return true;
 }
 
 // --json / --svg / --html: replays again into fresh allocators configured
 // like the first (BuildReplayReport needs two), then writes each output.
 // Returns the exit status.
-int WriteReport(const Flags& flags, const bfc::CompiledTrace& compiled,
-                const bfc::Allocator::Options& options) {
+int WriteReport(const Flags& flags, const Config& config,
+                const bfc::CompiledTrace& compiled) {
   std::string error;
   auto make = [&]() -> std::unique_ptr<bfc::Allocator> {
-    std::unique_ptr<bfc::SubAllocator> sub = MakeSubAllocator(flags, &error);
+    std::unique_ptr<bfc::SubAllocator> sub = MakeSubAllocator(config, &error);
     if (sub == nullptr) return nullptr;
-    return std::make_unique<bfc::Allocator>(std::move(sub), flags.memory_limit,
-                                            "bfc-replay", options);
+    return std::make_unique<bfc::Allocator>(std::move(sub), config.memory_limit,
+                                            kToolName, config.options);
   };
   bfc::ReplayReportOptions report_options;
   // Progress on a terminal, once the work has taken a second.
-  const bool tty = isatty(STDERR_FILENO) != 0;
+  const bool tty = isatty(STDERR_FILENO) != 0 && !flags.verbosity.quiet;
   const absl::Time start = absl::Now();
   bool shown = false;
   report_options.progress = [&](size_t done, size_t total) {
     if (!tty || absl::Now() - start < absl::Seconds(1) || total == 0) return;
     shown = true;
-    std::fprintf(stderr, "\rbfc-replay: building the report: %3d%%",
+    std::fprintf(stderr, "\r%s: building the report: %3d%%", kToolName,
                  static_cast<int>(100 * done / total));
     std::fflush(stderr);
   };
@@ -439,101 +609,152 @@ int WriteReport(const Flags& flags, const bfc::CompiledTrace& compiled,
       bfc::BuildReplayReport(compiled, make, report_options);
   if (shown) std::fprintf(stderr, "\r%50s\r", "");
   if (!report.ok()) {
-    std::fprintf(stderr, "bfc-replay: report: %s\n",
+    std::fprintf(stderr, "%s: report: %s\n", kToolName,
                  std::string(report.status().message()).c_str());
-    return 1;
+    return kExitBadInput;
   }
   bool ok = true;
   if (!flags.json_path.empty()) {
-    ok &= WriteFile(flags.json_path, bfc::ReplayReportToJson(*report, 1),
-                    "the JSON report");
+    ok &= WriteOutput(flags, flags.json_path,
+                      bfc::ReplayReportToJson(*report, 1), "the JSON report");
   }
   if (!flags.svg_path.empty()) {
-    ok &= WriteFile(flags.svg_path, SnapshotsSvg(*report), "the memory maps");
+    ok &= WriteOutput(flags, flags.svg_path, SnapshotsSvg(*report),
+                      "the memory maps");
   }
   if (!flags.html_path.empty()) {
-    ok &= WriteFile(flags.html_path, bfc::RenderReplayReportHtml(*report),
-                    "the viewer page");
+    ok &= WriteOutput(flags, flags.html_path,
+                      bfc::RenderReplayReportHtml(*report), "the viewer page");
   }
-  return ok ? 0 : 1;
+  return ok ? kExitOk : kExitBadInput;
 }
 
 int Main(int argc, char** argv) {
+  CLI::App app(kDescription, kToolName);
+  bfc::tools::ConfigureApp(app, kFooter);
   Flags flags;
-  std::string error;
-  if (!ParseArgs(argc, argv, &flags, &error)) {
-    std::fprintf(stderr, "bfc-replay: %s\n", error.c_str());
-    return 2;
+  DeclareFlags(app, &flags);
+  if (std::optional<int> exit = bfc::tools::ParseCommandLine(app, argc, argv)) {
+    return *exit;
   }
-  if (flags.help) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  const bool quiet = flags.verbosity.quiet;
+  if (quiet) {
+    // The allocator's warnings (out-of-memory reports) are not errors of the
+    // run: the exit status and the summary say that allocations failed.
+    bfc::SetLogSink([](bfc::LogSeverity severity, std::string_view message) {
+      if (severity < bfc::LogSeverity::kError) return;
+      std::fprintf(stderr, "[bfc %s] %.*s\n", bfc::LogSeverityName(severity),
+                   static_cast<int>(message.size()), message.data());
+    });
   }
-  std::string path =
-      flags.trace_path.empty() ? DefaultTracePath() : flags.trace_path;
+
+  Config config;
+  if (absl::Status s = BuildConfig(flags, &config); !s.ok()) {
+    PrintError(app, s.message());
+    return kExitUsage;
+  }
+
+  std::string path = flags.trace_path;
+  const bool bundled = path.empty();
+  if (bundled) {
+    path = DefaultTracePath();
+    if (path.empty()) {
+      PrintError(app, absl::StrCat("the bundled trace ", kDefaultTrace,
+                                   " is not installed next to this program "
+                                   "(share/bfc/traces); give a TRACE"));
+      return kExitBadInput;
+    }
+  }
+
+  std::vector<NamedPath> outputs;
+  for (const auto& [flag, out] :
+       {std::pair<const char*, const std::string*>{"--json", &flags.json_path},
+        {"--svg", &flags.svg_path},
+        {"--html", &flags.html_path},
+        {"--summary-json", &flags.summary_json_path}}) {
+    if (!out->empty()) outputs.push_back({flag, *out});
+  }
+  if (absl::Status s =
+          bfc::tools::CheckDistinctPaths({{"TRACE", path}}, outputs);
+      !s.ok()) {
+    PrintError(app, s.message());
+    return kExitUsage;
+  }
 
   // The backend is checked before the trace is read, so an unusable backend
   // is reported at once rather than after parsing a large file.
-  std::unique_ptr<bfc::SubAllocator> sub = MakeSubAllocator(flags, &error);
+  std::string error;
+  std::unique_ptr<bfc::SubAllocator> sub = MakeSubAllocator(config, &error);
   if (sub == nullptr) {
-    std::fprintf(stderr, "bfc-replay: %s\n", error.c_str());
-    return 2;
+    PrintError(app, error);
+    return kExitUsage;
   }
+  if (flags.verbosity.verbose) PrintConfig(config, path, bundled);
 
-  absl::StatusOr<bfc::Trace> trace = bfc::ReadTrace(path);
+  absl::StatusOr<bfc::Trace> trace = bfc::tools::ReadTraceArg(path);
   if (!trace.ok()) {
-    std::fprintf(stderr, "bfc-replay: %s\n",
-                 std::string(trace.status().message()).c_str());
-    return 1;
+    PrintError(app, trace.status().message());
+    return kExitBadInput;
   }
   bfc::CompileOptions compile_options;
   compile_options.skip_unknown_frees = flags.skip_unknown_frees;
   absl::StatusOr<bfc::CompiledTrace> compiled =
       bfc::CompileTrace(*trace, compile_options);
   if (!compiled.ok()) {
-    std::fprintf(stderr, "bfc-replay: %s\n",
-                 std::string(compiled.status().message()).c_str());
-    return 1;
+    PrintError(app, compiled.status().message());
+    return kExitBadInput;
   }
   trace = bfc::Trace();  // the events are not needed any more
 
-  bfc::Allocator::Options options;
-  options.allow_growth = flags.growth;
-  options.garbage_collection = flags.gc;
-  options.fragmentation_fraction = flags.fragmentation_fraction;
-  options.allow_retry_on_failure = false;  // single-threaded: nobody would free
-  options.record_allocation_sites = flags.record_sites;
-  bfc::Allocator allocator(std::move(sub), flags.memory_limit, "bfc-replay",
-                           options);
-
+  bfc::Allocator allocator(std::move(sub), config.memory_limit, kToolName,
+                           config.options);
   bfc::Replayer replayer(*compiled, allocator);
   absl::StatusOr<bfc::ReplaySummary> summary = replayer.Run();
   if (!summary.ok()) {
-    std::fprintf(stderr, "bfc-replay: %s\n",
-                 std::string(summary.status().message()).c_str());
-    return 1;
+    PrintError(app, summary.status().message());
+    return kExitBadInput;
   }
-  PrintSummary(flags, path, *compiled, *summary, allocator);
+  // With the summary JSON on stdout, the text goes to stderr.
+  std::FILE* text =
+      flags.summary_json_path == bfc::tools::kStdioPath ? stderr : stdout;
+  if (!quiet) {
+    PrintSummary(text, config, path, bundled, *compiled, *summary, allocator);
+  }
   replayer.ReleaseLive();
+
+  bool written = true;
   if (!flags.json_path.empty() || !flags.svg_path.empty() ||
       !flags.html_path.empty()) {
-    const int status = WriteReport(flags, *compiled, options);
-    if (status != 0) return status;
+    written &= WriteReport(flags, config, *compiled) == kExitOk;
   }
   if (flags.plan) {
     absl::StatusOr<bfc::planner::PlanReport> report =
         bfc::planner::PlanTrace(*compiled, bfc::planner::PlanOptions());
     if (!report.ok()) {
-      std::fprintf(stderr, "bfc-replay: --plan: %s\n",
-                   std::string(report.status().message()).c_str());
-      return 1;
+      PrintError(app, absl::StrCat("--plan: ", report.status().message()));
+      return kExitBadInput;
     }
-    std::printf("\n%s",
-                bfc::planner::FormatPlanReport(
-                    *report, static_cast<size_t>(summary->peak_pool_bytes))
-                    .c_str());
+    if (!quiet) {
+      std::fprintf(text, "\n%s",
+                   bfc::planner::FormatPlanReport(
+                       *report, static_cast<size_t>(summary->peak_pool_bytes))
+                       .c_str());
+    }
   }
-  return 0;
+  if (!flags.summary_json_path.empty()) {
+    written &= WriteOutput(
+        flags, flags.summary_json_path,
+        SummaryJson(config, path, bundled, *compiled, *summary), "the summary");
+  }
+  if (!written) return kExitBadInput;
+  if (summary->failures > 0) {
+    if (!quiet) {
+      std::fprintf(stderr, "%s: %zu allocations failed (exit status %d)\n",
+                   kToolName, summary->failures, kExitFailedAllocations);
+    }
+    return kExitFailedAllocations;
+  }
+  return kExitOk;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 packages=(cmake g++ make libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-          nlohmann-json3-dev zlib1g-dev pkg-config)
+          nlohmann-json3-dev libcli11-dev zlib1g-dev pkg-config)
 for arg in "$@"; do
   case "$arg" in
     --browser) packages+=(chromium) ;;

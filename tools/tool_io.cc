@@ -1,0 +1,359 @@
+// File: tools/tool_io.cc
+// Atomic output files, same-file checks and trace inputs for the tools.
+#include "tool_io.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace bfc::tools {
+namespace {
+
+constexpr char kRmmHeader[] = "Thread,Time,Action";
+
+// --- the temporary file of WriteFileAtomically, for the signal handler ------
+
+// The handler may only use async-signal-safe calls: the path lives in a
+// fixed buffer, set before and cleared after the handlers are installed.
+char g_temp_path[PATH_MAX];
+volatile std::sig_atomic_t g_temp_active = 0;
+
+constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+extern "C" void RemoveTempAndReraise(int sig) {
+  if (g_temp_active) unlink(g_temp_path);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+// Owns the temporary file: removes it unless Release()d, and removes it on a
+// terminating signal while it exists.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& path) {
+    std::snprintf(g_temp_path, sizeof(g_temp_path), "%s", path.c_str());
+    g_temp_active = 1;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = RemoveTempAndReraise;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < std::size(kCleanupSignals); ++i) {
+      sigaction(kCleanupSignals[i], nullptr, &old_[i]);
+      // A signal the caller ignores (nohup) stays ignored.
+      if (old_[i].sa_handler != SIG_IGN) {
+        sigaction(kCleanupSignals[i], &sa, nullptr);
+      }
+    }
+  }
+  ~TempFile() {
+    if (g_temp_active) unlink(g_temp_path);
+    g_temp_active = 0;
+    for (size_t i = 0; i < std::size(kCleanupSignals); ++i) {
+      sigaction(kCleanupSignals[i], &old_[i], nullptr);
+    }
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  // The file was renamed into place: nothing to remove.
+  void Release() { g_temp_active = 0; }
+
+ private:
+  struct sigaction old_[std::size(kCleanupSignals)];
+};
+
+absl::Status ErrnoError(int errnum, absl::string_view what) {
+  return absl::ErrnoToStatus(errnum, what);
+}
+
+std::pair<std::string, std::string> SplitDirBase(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return {".", path};
+  if (slash == 0) return {"/", path.substr(1)};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+bool EndsWithAny(absl::string_view s,
+                 std::initializer_list<const char*> tails) {
+  for (const char* t : tails) {
+    if (absl::EndsWithIgnoreCase(s, t)) return true;
+  }
+  return false;
+}
+
+// Reads all of `f` (a pipe, standard input, a device) and parses it as a
+// trace called `name`; `label` names the stream in messages.
+absl::StatusOr<Trace> ReadStream(std::FILE* f, const std::string& name,
+                                 const std::string& label) {
+  std::string text;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  if (std::ferror(f)) {
+    return absl::DataLossError(
+        absl::StrCat(label, ": read error: ", std::strerror(errno)));
+  }
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f &&
+      static_cast<unsigned char>(text[1]) == 0x8b) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label,
+        ": gzip-compressed data on a stream; decompress it first (gzip -dc "
+        "TRACE.csv.gz | ...) or name the .gz file"));
+  }
+  return ParseTrace(text, name);
+}
+
+absl::Status WriteAll(int fd, absl::string_view contents) {
+  const char* p = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    const ssize_t n = write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, "cannot write");
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteInPlace(const std::string& path, const std::string& target,
+                          absl::string_view contents) {
+  const int fd = open(target.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, absl::StrCat(path, ": cannot open"));
+  absl::Status s = WriteAll(fd, contents);
+  if (close(fd) != 0 && s.ok()) s = ErrnoError(errno, "cannot write");
+  if (!s.ok())
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view contents) {
+  // Write through a symlink rather than replace it.
+  std::string target = path;
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    char resolved[PATH_MAX];
+    if (realpath(path.c_str(), resolved) != nullptr) target = resolved;
+  }
+  mode_t mode;
+  if (stat(target.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": is a directory"));
+    }
+    // A device or a pipe (/dev/null, /dev/stdout, a FIFO) is written to,
+    // never replaced: renaming over it would put a regular file in its place.
+    if (!S_ISREG(st.st_mode)) return WriteInPlace(path, target, contents);
+    mode = st.st_mode & 07777;
+  } else {
+    const mode_t mask = umask(0);
+    umask(mask);
+    mode = 0666 & ~mask;
+  }
+  const auto [dir, base] = SplitDirBase(target);
+  std::string temp = absl::StrCat(dir, "/.", base, ".tmp-XXXXXX");
+  const int fd = mkstemp(temp.data());
+  if (fd < 0) {
+    return ErrnoError(errno, absl::StrCat(path,
+                                          ": cannot create a temporary file in "
+                                          "its directory ",
+                                          dir));
+  }
+  TempFile guard(temp);
+  auto fail = [&](absl::string_view what) {
+    const int errnum = errno;
+    close(fd);
+    return ErrnoError(errnum, absl::StrCat(path, ": ", what));
+  };
+  if (absl::Status s = WriteAll(fd, contents); !s.ok()) {
+    close(fd);
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  }
+  if (fchmod(fd, mode) != 0) return fail("cannot set permissions");
+  if (fsync(fd) != 0) return fail("cannot flush to disk");
+  if (close(fd) != 0) {
+    return ErrnoError(errno, absl::StrCat(path, ": cannot write"));
+  }
+  if (rename(temp.c_str(), target.c_str()) != 0) {
+    return ErrnoError(
+        errno, absl::StrCat(path, ": cannot rename ", temp, " into place"));
+  }
+  guard.Release();
+  return absl::OkStatus();
+}
+
+bool LooksLikeTrace(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (EndsWithAny(path, {".csv", ".csv.gz", ".gz"})) return true;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char head[sizeof(kRmmHeader) - 1] = {};
+  const size_t got = std::fread(head, 1, sizeof(head), f);
+  std::fclose(f);
+  const absl::string_view h(head, got);
+  return (got >= 2 && static_cast<unsigned char>(head[0]) == 0x1f &&
+          static_cast<unsigned char>(head[1]) == 0x8b) ||
+         h == kRmmHeader;
+}
+
+std::string CheckOutputPath(const std::string& path, bool stdout_ok) {
+  if (path.empty()) return "an output path is needed";
+  if (path == kStdioPath) {
+    return stdout_ok ? "" : "'-' (standard output) is not accepted here";
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::StrCat("'", path, "' is a directory; name a file");
+    }
+    if (LooksLikeTrace(path)) {
+      return absl::StrCat("refusing to write over '", path,
+                          "': it looks like an input trace (was the output "
+                          "name forgotten? e.g. --html report.html)");
+    }
+    return "";
+  }
+  const std::string dir = SplitDirBase(path).first;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::StrCat("directory '", dir, "' does not exist");
+  }
+  return "";
+}
+
+std::string NormalizePath(const std::string& path) {
+  std::string abs = path;
+  if (abs.empty() || abs[0] != '/') {
+    char cwd[PATH_MAX];
+    abs = absl::StrCat(getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".", "/",
+                       path);
+  }
+  std::vector<std::string> parts = absl::StrSplit(abs, '/', absl::SkipEmpty());
+  // The longest prefix that exists, resolved through symlinks; the rest
+  // lexically.
+  std::string resolved = "/";
+  size_t i = parts.size();
+  for (; i > 0; --i) {
+    const std::string prefix =
+        "/" + absl::StrJoin(parts.begin(), parts.begin() + i, "/");
+    char buf[PATH_MAX];
+    if (realpath(prefix.c_str(), buf) != nullptr) {
+      resolved = buf;
+      break;
+    }
+  }
+  std::vector<std::string> out =
+      absl::StrSplit(resolved, '/', absl::SkipEmpty());
+  for (; i < parts.size(); ++i) {
+    if (parts[i] == ".") continue;
+    if (parts[i] == "..") {
+      if (!out.empty()) out.pop_back();
+      continue;
+    }
+    out.push_back(parts[i]);
+  }
+  return "/" + absl::StrJoin(out, "/");
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  const bool a_exists = stat(a.c_str(), &sa) == 0;
+  const bool b_exists = stat(b.c_str(), &sb) == 0;
+  if (a_exists && b_exists) {
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  return NormalizePath(a) == NormalizePath(b);
+}
+
+absl::Status CheckDistinctPaths(const std::vector<NamedPath>& inputs,
+                                const std::vector<NamedPath>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const NamedPath& out = outputs[i];
+    if (out.path == kStdioPath) continue;
+    for (const NamedPath& in : inputs) {
+      if (in.path == kStdioPath) continue;
+      if (SameFile(out.path, in.path)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s '%s' names the input %s '%s'; refusing to write over an "
+            "input",
+            out.flag, out.path, in.flag, in.path));
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (outputs[j].path == kStdioPath) continue;
+      if (SameFile(out.path, outputs[j].path)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s '%s' and %s '%s' name the same file; give each output its own",
+            outputs[j].flag, outputs[j].path, out.flag, out.path));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Trace> ReadTraceArg(const std::string& path) {
+  if (path == kStdioPath) return ReadStream(stdin, "stdin", "standard input");
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    }
+    return ErrnoError(errno, absl::StrCat(path, ": cannot open"));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is a directory, not a trace file"));
+  }
+  if (access(path.c_str(), R_OK) != 0) {
+    return ErrnoError(errno, absl::StrCat(path, ": cannot read"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    // A pipe (<(...), a FIFO) cannot be rewound after sniffing for gzip, as
+    // ReadTrace does: read it as a stream.
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+      return ErrnoError(errno, absl::StrCat(path, ": cannot open"));
+    }
+    std::string name = SplitDirBase(path).second;
+    for (const char* ext : {".gz", ".csv"}) {
+      if (absl::EndsWith(name, ext)) name.resize(name.size() - strlen(ext));
+    }
+    absl::StatusOr<Trace> trace = ReadStream(f, name, path);
+    std::fclose(f);
+    return trace;
+  }
+  return ReadTrace(path);
+}
+
+std::string ExecutableDir() {
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "";
+  exe[n] = '\0';
+  return SplitDirBase(exe).first;
+}
+
+}  // namespace bfc::tools

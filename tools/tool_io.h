@@ -1,0 +1,93 @@
+// File: tools/tool_io.h
+// -----------------------------------------------------------------------------
+//
+// Files in and out of the command-line tools (bfc-replay, bfc-plan), in one
+// place so that both keep the same promise: a tool never destroys a user's
+// file.
+//
+//   * Outputs are written to a temporary file in the destination's directory
+//     and renamed over the destination only once everything was written, so a
+//     failed or interrupted run leaves an existing file as it was
+//     (WriteFileAtomically).
+//   * An output may not name an input or another output (CheckDistinctPaths),
+//     nor an existing file that looks like a trace: `--html my_trace.csv`,
+//     with the output name forgotten, is refused rather than obeyed
+//     (CheckOutputPath).
+//   * Inputs: "-" is standard input; a directory or an unreadable path is an
+//     error with a message, never an abort (ReadTraceArg).
+//
+// Thread safety: single-threaded programs only (WriteFileAtomically installs
+// signal handlers for the duration of the write).
+#ifndef BFC_TOOLS_TOOL_IO_H_
+#define BFC_TOOLS_TOOL_IO_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "bfc/replay/trace.h"
+
+namespace bfc::tools {
+
+// The path that means standard input (for a trace) or standard output (for
+// an output that allows it).
+inline constexpr char kStdioPath[] = "-";
+
+// Writes `contents` to `path` through a temporary file in the same directory,
+// flushed to disk and renamed into place. A symlink at `path` is followed (the
+// file it names is replaced, the link stays). An existing file keeps its
+// permission bits; a new one gets 0666 minus the umask. On any failure the
+// temporary file is removed and `path` is untouched; SIGINT, SIGTERM and
+// SIGHUP during the write remove the temporary file too. An existing file that
+// is not a regular file (/dev/null, /dev/stdout, a FIFO) is written to in
+// place, never replaced. Errors name the path and the system's reason.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view contents);
+
+// Whether an existing regular file at `path` looks like an allocation trace
+// (or another input the tools read): its name ends in .csv, .csv.gz or .gz,
+// or its first bytes are RMM's CSV header or gzip's magic number.
+bool LooksLikeTrace(const std::string& path);
+
+// Whether the file is fit to be an output's destination, before any work is
+// done. "" when it is; otherwise why not, in one line: an existing directory,
+// an existing file that LooksLikeTrace, a parent directory that does not
+// exist, or "-" when `stdout_ok` is false.
+std::string CheckOutputPath(const std::string& path, bool stdout_ok);
+
+// A path as the user gave it, and the flag that gave it ("TRACE" for a
+// positional input), for messages.
+struct NamedPath {
+  std::string flag;
+  std::string path;
+};
+
+// Whether `a` and `b` name the same file: the same device and inode when both
+// exist, else the same normalized absolute path (NormalizePath).
+bool SameFile(const std::string& a, const std::string& b);
+
+// An absolute path with ".", ".." and repeated slashes removed, and the
+// existing directory part resolved through symlinks (realpath).
+std::string NormalizePath(const std::string& path);
+
+// InvalidArgument naming both flags and the path when an output names the
+// same file as an input or as another output. "-" (stdio) is never a file.
+absl::Status CheckDistinctPaths(const std::vector<NamedPath>& inputs,
+                                const std::vector<NamedPath>& outputs);
+
+// Reads a trace given on the command line: "-" is standard input, a pipe or
+// other non-regular file is read as a stream, a regular file goes through
+// bfc::ReadTrace (plain or gzip). A directory, an unreadable path or a
+// gzip-compressed stream (not a file) is an error naming the path. Every error
+// is bad input (exit status 1).
+absl::StatusOr<Trace> ReadTraceArg(const std::string& path);
+
+// The directory of the running executable (/proc/self/exe), or "" when it
+// cannot be found.
+std::string ExecutableDir();
+
+}  // namespace bfc::tools
+
+#endif  // BFC_TOOLS_TOOL_IO_H_
