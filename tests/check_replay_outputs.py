@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""bfc-replay --json/--svg/--html in one run: each file is written and parses.
+"""bfc-replay --json/--svg/--html/--summary-json in one run: each file is
+written and parses, and the summary agrees with the report.
 
 usage: check_replay_outputs.py BFC_REPLAY TRACE OUT_DIR
 """
@@ -17,11 +18,13 @@ def main():
     replay, trace, out = sys.argv[1:4]
     os.makedirs(out, exist_ok=True)
     paths = {k: os.path.join(out, "report." + k) for k in ("json", "svg", "html")}
+    paths["summary"] = os.path.join(out, "summary.json")
     for p in paths.values():
         if os.path.exists(p):
             os.remove(p)
     subprocess.run([replay, trace, "--json", paths["json"],
-                    "--svg=" + paths["svg"], "--html", paths["html"]], check=True)
+                    "--svg=" + paths["svg"], "--html", paths["html"],
+                    "--summary-json", paths["summary"]], check=True)
     problems = []
     with open(paths["json"]) as f:
         report = json.load(f)
@@ -37,6 +40,14 @@ def main():
     peak = report["snapshots"][0]["dump"]
     if peak["stats"]["bytes_in_use"] != report["summary"]["peak_bytes_in_use"]:
         problems.append("the peak snapshot is not at the peak")
+    with open(paths["summary"]) as f:
+        summary = json.load(f)
+    for key in ("trace", "events", "failures", "peak_live_bytes",
+                "peak_pool_bytes", "footprint", "ns_per_op", "options"):
+        if key not in summary:
+            problems.append("the summary JSON has no %r" % key)
+    if summary.get("peak_bytes_in_use") != report["summary"]["peak_bytes_in_use"]:
+        problems.append("the summary and the report disagree on the peak")
     if not check_svg.check(paths["svg"], min_chunks=10):
         problems.append("SVG check failed")
     root = ET.parse(paths["svg"]).getroot()
