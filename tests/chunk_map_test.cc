@@ -7,9 +7,40 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 
 namespace bfc::internal {
+
+// Reaches a ChunkMap's slots to corrupt them on purpose (a friend).
+class ChunkMapTestPeer {
+ public:
+  static size_t capacity(const ChunkMap& m) { return m.capacity_; }
+  static ChunkHandle& handle(ChunkMap& m, size_t i) {
+    return m.slots_[i].handle;
+  }
+  static uint32_t& tag(ChunkMap& m, size_t i) { return m.slots_[i].tag; }
+  static bool empty(const ChunkMap& m, size_t i) {
+    return m.slots_[i].handle == kInvalidChunkHandle;
+  }
+  static void Copy(ChunkMap& m, size_t from, size_t to) {
+    m.slots_[to] = m.slots_[from];
+  }
+  static void Clear(ChunkMap& m, size_t i) {
+    m.slots_[i] = ChunkMap::Slot{0, kInvalidChunkHandle};
+  }
+  static size_t& size(ChunkMap& m) { return m.size_; }
+  static size_t& mask(ChunkMap& m) { return m.mask_; }
+  static size_t Home(const ChunkMap& m, const void* p) {
+    return m.Home(ChunkMap::Tag(p));
+  }
+  static uint32_t Tag(const void* p) { return ChunkMap::Tag(p); }
+  static size_t SlotOf(const ChunkMap& m, const void* p) {
+    return m.FindSlot(p);
+  }
+};
+
 namespace {
 
 void* P(uintptr_t a) { return reinterpret_cast<void*>(a); }
@@ -122,6 +153,146 @@ TEST(ChunkMapTest, MatchesAModelUnderChurn) {
     EXPECT_LE(m.MetadataBytes(), 8 * 2 * (16 * peak / 13 + 1));
   }
 }
+
+// --- ChunkMap::Validate ---------------------------------------------------
+
+using Peer = ChunkMapTestPeer;
+
+// Three chunks of 256 bytes at 0x10000, 0x10100, 0x10200, mapped (16 slots).
+struct ThreeChunks {
+  ChunkTable t;
+  ChunkMap m{&t};
+  ChunkHandle h[3];
+  ThreeChunks() {
+    for (int i = 0; i < 3; ++i) {
+      h[i] = NewChunk(t, 0x10000 + 0x100 * i);
+      m.Insert(t[h[i]].ptr, h[i]);
+    }
+  }
+  // A mapped chunk whose slot is followed by two empty slots, or -1.
+  int WithTwoEmptyAfter() const {
+    const size_t mask = Peer::capacity(m) - 1;
+    for (int i = 0; i < 3; ++i) {
+      const size_t s = Peer::SlotOf(m, t[h[i]].ptr);
+      if (Peer::empty(m, (s + 1) & mask) && Peer::empty(m, (s + 2) & mask)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+};
+
+TEST(ChunkMapValidateTest, HealthyMapsPass) {
+  ChunkTable t;
+  ChunkMap empty(&t);
+  EXPECT_TRUE(empty.Validate().ok());
+  ThreeChunks c;
+  EXPECT_TRUE(c.m.Validate().ok());
+  // Dense keys, long probe runs, growth and backward-shift deletes.
+  ChunkTable t2;
+  ChunkMap m(&t2);
+  std::vector<ChunkHandle> hs;
+  for (int i = 0; i < 3000; ++i) {
+    hs.push_back(NewChunk(t2, 0x100000 + 256 * i));
+    m.Insert(t2[hs.back()].ptr, hs.back());
+  }
+  for (int i = 0; i < 3000; i += 3) ASSERT_TRUE(m.Erase(t2[hs[i]].ptr));
+  EXPECT_TRUE(m.Validate().ok());
+}
+
+TEST(ChunkMapValidateTest, TagDoesNotMatchTheKey) {
+  ThreeChunks c;
+  const void* p = c.t[c.h[1]].ptr;
+  const size_t slot = Peer::SlotOf(c.m, p);
+  const uint32_t good = Peer::tag(c.m, slot);
+  Peer::tag(c.m, slot) = good ^ 1;
+  EXPECT_EQ(c.m.Validate(),
+            absl::InternalError(absl::StrFormat(
+                "ChunkMap: slot %d (handle 1, ptr 0x10100) has tag 0x%08x, "
+                "but its start hashes to tag 0x%08x",
+                slot, good ^ 1, good)));
+}
+
+TEST(ChunkMapValidateTest, SlotUnreachableFromItsHome) {
+  ThreeChunks c;
+  const int i = c.WithTwoEmptyAfter();
+  ASSERT_GE(i, 0);
+  const void* p = c.t[c.h[i]].ptr;
+  const size_t mask = Peer::capacity(c.m) - 1;
+  const size_t home = Peer::SlotOf(c.m, p);
+  ASSERT_EQ(home, Peer::Home(c.m, p));  // three keys in 16 slots
+  // Move the key two slots on, leaving an empty slot behind it.
+  const size_t moved = (home + 2) & mask;
+  Peer::Copy(c.m, home, moved);
+  Peer::Clear(c.m, home);
+  EXPECT_EQ(c.m.Validate(),
+            absl::InternalError(absl::StrFormat(
+                "ChunkMap: slot %d (handle %d, ptr %p) is unreachable: slot "
+                "%d, between its home slot %d and it, is empty",
+                moved, c.h[i], p, home, home)));
+}
+
+TEST(ChunkMapValidateTest, KeyMappedTwice) {
+  ThreeChunks c;
+  const int i = c.WithTwoEmptyAfter();
+  ASSERT_GE(i, 0);
+  const void* p = c.t[c.h[i]].ptr;
+  const size_t slot = Peer::SlotOf(c.m, p);
+  const size_t copy = (slot + 1) & (Peer::capacity(c.m) - 1);
+  Peer::Copy(c.m, slot, copy);
+  ++Peer::size(c.m);
+  EXPECT_EQ(c.m.Validate(),
+            absl::InternalError(absl::StrFormat(
+                "ChunkMap: slot %d (handle %d, ptr %p) duplicates slot %d "
+                "(handle %d)",
+                copy, c.h[i], p, slot, c.h[i])));
+}
+
+TEST(ChunkMapValidateTest, HandlesThatNameNoChunk) {
+  ThreeChunks c;
+  const size_t slot = Peer::SlotOf(c.m, c.t[c.h[2]].ptr);
+  Peer::handle(c.m, slot) = 99;
+  EXPECT_EQ(c.m.Validate(),
+            absl::InternalError(absl::StrFormat(
+                "ChunkMap: slot %d holds handle 99, out of range (3 chunk "
+                "slots)",
+                slot)));
+  Peer::handle(c.m, slot) = c.h[2];
+  // The chunk recycled while still mapped.
+  c.t.Deallocate(c.h[2]);
+  EXPECT_EQ(c.m.Validate(),
+            absl::InternalError(absl::StrFormat(
+                "ChunkMap: slot %d (handle 2) names a chunk with no start (a "
+                "recycled slot?)",
+                slot)));
+}
+
+TEST(ChunkMapValidateTest, SizeAndLoadBookkeeping) {
+  ThreeChunks c;
+  ++Peer::size(c.m);
+  EXPECT_EQ(c.m.Validate(),
+            absl::InternalError("ChunkMap: 3 occupied slots but size 4"));
+  Peer::size(c.m) = 14;
+  EXPECT_EQ(c.m.Validate(),
+            absl::InternalError("ChunkMap: 14 entries exceed the load bound "
+                                "of 13 (13/16 of 16 slots)"));
+  Peer::size(c.m) = 3;
+  Peer::mask(c.m) = 7;
+  EXPECT_EQ(c.m.Validate(),
+            absl::InternalError("ChunkMap: inconsistent geometry: 4 bits, "
+                                "capacity 16, mask 0x7, load bound 13"));
+}
+
+#if BFC_CHECK_LEVEL >= 1
+TEST(ChunkMapDeathTest, InsertingAMappedKeyIsCaught) {
+  ThreeChunks c;
+  const ChunkHandle again = NewChunk(c.t, 0x10100);
+  EXPECT_DEATH(
+      c.m.Insert(P(0x10100), again),
+      "bfc: check failed at .*chunk_map\\.h:[0-9]+: FindSlot\\(p\\) == "
+      "kNoSlot");
+}
+#endif
 
 }  // namespace
 }  // namespace bfc::internal

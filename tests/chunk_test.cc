@@ -1,10 +1,19 @@
 // File: tests/chunk_test.cc
 #include "bfc/internal/chunk.h"
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace bfc::internal {
+
+// Reaches a ChunkTable's bookkeeping to corrupt it on purpose (a friend).
+class ChunkTableTestPeer {
+ public:
+  static size_t& num_live(ChunkTable& t) { return t.num_live_; }
+  static ChunkHandle& free_list(ChunkTable& t) { return t.free_list_; }
+};
+
 namespace {
 
 TEST(ChunkTest, FreeChunksHaveIdMinusOne) {
@@ -39,6 +48,88 @@ TEST(ChunkTableTest, RecyclesFreedHandlesLastInFirstOut) {
   EXPECT_FALSE(t.InRange(3));
   EXPECT_GE(t.MetadataBytes(), 3 * sizeof(Chunk));
 }
+
+// --- ChunkTable::Validate -------------------------------------------------
+
+// A table of three slots, handles 0 and 1 recycled (free list: 0 -> 1).
+ChunkTable TwoRecycled() {
+  ChunkTable t;
+  const ChunkHandle a = t.Allocate();
+  const ChunkHandle b = t.Allocate();
+  t.Allocate();
+  t[a].ptr = reinterpret_cast<void*>(0x1000);
+  t[a].size = 256;
+  t.Deallocate(b);
+  t.Deallocate(a);
+  return t;
+}
+
+TEST(ChunkTableValidateTest, HealthyTablesPass) {
+  ChunkTable empty;
+  EXPECT_TRUE(empty.Validate().ok());
+  ChunkTable t = TwoRecycled();
+  EXPECT_TRUE(t.Validate().ok());
+  // Thousands of slots across blocks, half of them recycled.
+  ChunkTable big;
+  for (int i = 0; i < 5000; ++i) big.Allocate();
+  for (ChunkHandle h = 0; h < 5000; h += 2) big.Deallocate(h);
+  EXPECT_TRUE(big.Validate().ok());
+}
+
+TEST(ChunkTableValidateTest, LiveChunkOnTheFreeList) {
+  ChunkTable t = TwoRecycled();
+  t[1].ptr = reinterpret_cast<void*>(0x1000);
+  EXPECT_EQ(t.Validate(),
+            absl::InternalError(
+                "ChunkTable: free list slot 1 (handle 1) is not a recycled "
+                "chunk: Chunk{ptr=0x1000, size=0, requested=0, id=-1, "
+                "in_use=false}"));
+}
+
+TEST(ChunkTableValidateTest, FreeListLoops) {
+  ChunkTable t = TwoRecycled();
+  t[1].next = 0;
+  EXPECT_EQ(t.Validate(),
+            absl::InternalError(
+                "ChunkTable: free list is longer than the 2 recycled slots "
+                "(capacity 3 - 1 live); slot 2 is handle 0"));
+}
+
+TEST(ChunkTableValidateTest, FreeListLeavesTheTable) {
+  ChunkTable t = TwoRecycled();
+  t[1].next = 7;
+  EXPECT_EQ(t.Validate(),
+            absl::InternalError("ChunkTable: free list slot 2 is handle 7, "
+                                "out of range (capacity 3)"));
+}
+
+TEST(ChunkTableValidateTest, LiveCountBookkeeping) {
+  ChunkTable t = TwoRecycled();
+  ChunkTableTestPeer::num_live(t) = 0;
+  EXPECT_EQ(t.Validate(),
+            absl::InternalError("ChunkTable: free list holds 2 slots, "
+                                "expected 3 (capacity 3 - 0 live)"));
+  ChunkTableTestPeer::num_live(t) = 4;
+  EXPECT_EQ(t.Validate(), absl::InternalError(
+                              "ChunkTable: 4 live chunks in a capacity of 3"));
+}
+
+TEST(ChunkTableValidateTest, LostFreeList) {
+  ChunkTable t = TwoRecycled();
+  ChunkTableTestPeer::free_list(t) = kInvalidChunkHandle;
+  EXPECT_EQ(t.Validate(),
+            absl::InternalError("ChunkTable: free list holds 0 slots, "
+                                "expected 2 (capacity 3 - 1 live)"));
+}
+
+#if BFC_CHECK_LEVEL >= 1
+TEST(ChunkTableDeathTest, HandleOutOfRangeIsCaught) {
+  ChunkTable t = TwoRecycled();
+  EXPECT_DEATH((void)t[5],
+               "bfc: check failed at .*chunk\\.h:[0-9]+: h < size_ \\(5 vs\\. "
+               "3\\)");
+}
+#endif
 
 }  // namespace
 }  // namespace bfc::internal

@@ -1,9 +1,23 @@
 // File: tests/region_manager_test.cc
 #include "bfc/internal/region_manager.h"
 
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace bfc::internal {
+
+// Reaches a RegionManager's region list to corrupt it on purpose (a friend).
+class RegionManagerTestPeer {
+ public:
+  static std::vector<AllocationRegion>& regions(RegionManager& rm) {
+    return rm.regions_;
+  }
+};
+
 namespace {
 
 char* P(uintptr_t a) { return reinterpret_cast<char*>(a); }
@@ -61,11 +75,130 @@ TEST(RegionManagerTest, HandlesAreExactStartsOnly) {
   EXPECT_EQ(rm.get_handle(P(0x10000)), a);
   EXPECT_EQ(rm.get_handle(P(0x10100)), b);
   EXPECT_EQ(rm.get_handle(P(0x10080)), kInvalidChunkHandle);  // interior
-  rm.erase(P(0x10100));
+  EXPECT_TRUE(rm.erase(P(0x10100)));
+  EXPECT_FALSE(rm.erase(P(0x10100)));
   EXPECT_EQ(rm.get_handle(P(0x10100)), kInvalidChunkHandle);
   EXPECT_EQ(rm.num_handles(), 1u);
   EXPECT_GT(rm.MetadataBytes(), 0u);
 }
+
+// --- RegionManager::Validate ----------------------------------------------
+
+// Regions [0x10000, 0x12000) and [0x20000, 0x21000), each tiled by one chunk
+// mapped at its base.
+struct TwoRegions {
+  ChunkTable chunks;
+  RegionManager rm{&chunks};
+  TwoRegions() {
+    Add(0x10000, 0x2000);
+    Add(0x20000, 0x1000);
+  }
+  ChunkHandle Add(uintptr_t base, size_t size) {
+    rm.AddAllocationRegion(P(base), size);
+    return MapChunk(base, size);
+  }
+  ChunkHandle MapChunk(uintptr_t a, size_t size) {
+    const ChunkHandle h = chunks.Allocate();
+    chunks[h].ptr = P(a);
+    chunks[h].size = size;
+    rm.set_handle(P(a), h);
+    return h;
+  }
+  std::vector<AllocationRegion>& regions() {
+    return RegionManagerTestPeer::regions(rm);
+  }
+};
+
+TEST(RegionManagerValidateTest, HealthyManagersPass) {
+  ChunkTable chunks;
+  RegionManager empty(&chunks);
+  EXPECT_TRUE(empty.Validate().ok());
+  TwoRegions t;
+  EXPECT_TRUE(t.rm.Validate().ok());
+  // A region extended in place, with a second chunk mapped inside it.
+  ASSERT_NE(t.rm.AddOrExtendAllocationRegion(P(0x12000), 0x1000), nullptr);
+  t.MapChunk(0x12000, 0x1000);
+  EXPECT_TRUE(t.rm.Validate().ok());
+}
+
+TEST(RegionManagerValidateTest, RegionWithoutAChunkAtItsBase) {
+  TwoRegions t;
+  t.rm.AddAllocationRegion(P(0x30000), 0x1000);
+  EXPECT_EQ(t.rm.Validate(),
+            absl::InternalError("RegionManager: region 2 [0x30000, 0x31000) "
+                                "has no chunk mapped at its base"));
+}
+
+TEST(RegionManagerValidateTest, OverlappingRegions) {
+  TwoRegions t;
+  t.regions()[0] = AllocationRegion(P(0x10000), 0x11000);
+  EXPECT_EQ(t.rm.Validate(),
+            absl::InternalError("RegionManager: region 0 [0x10000, 0x21000) "
+                                "overlaps region 1 [0x20000, 0x21000)"));
+}
+
+TEST(RegionManagerValidateTest, UnsortedRegions) {
+  TwoRegions t;
+  std::swap(t.regions()[0], t.regions()[1]);
+  EXPECT_EQ(t.rm.Validate(),
+            absl::InternalError("RegionManager: region 1 [0x10000, 0x12000) "
+                                "is not after region 0 [0x20000, 0x21000) "
+                                "(regions are sorted)"));
+}
+
+TEST(RegionManagerValidateTest, RegionsOffTheGranule) {
+  TwoRegions t;
+  t.regions()[1] = AllocationRegion(P(0x20000), 0x180);
+  EXPECT_EQ(t.rm.Validate(),
+            absl::InternalError("RegionManager: region 1 [0x20000, 0x20180) "
+                                "(384 bytes): base and size must be "
+                                "multiples of 256"));
+  t.regions()[1] = AllocationRegion(P(0x20000), 0);
+  EXPECT_EQ(t.rm.Validate(),
+            absl::InternalError("RegionManager: region 1 at 0x20000 is empty"));
+}
+
+TEST(RegionManagerValidateTest, MappedChunkOutsideEveryRegion) {
+  TwoRegions t;
+  const ChunkHandle h = t.MapChunk(0x50000, 0x100);
+  EXPECT_EQ(t.rm.Validate(),
+            absl::InternalError(
+                "RegionManager: chunk 2 Chunk{ptr=0x50000, size=256, "
+                "requested=0, id=-1, in_use=false} is mapped but does not lie "
+                "inside a region"));
+  ASSERT_TRUE(t.rm.erase(P(0x50000)));
+  // A chunk that starts inside a region but runs past its end.
+  t.chunks[h].ptr = P(0x20f00);
+  t.chunks[h].size = 0x200;
+  t.rm.set_handle(P(0x20f00), h);
+  EXPECT_EQ(t.rm.Validate(),
+            absl::InternalError(
+                "RegionManager: chunk 2 Chunk{ptr=0x20f00, size=512, "
+                "requested=0, id=-1, in_use=false} is mapped but does not lie "
+                "inside a region"));
+}
+
+TEST(RegionManagerValidateTest, TheChunkMapIsValidatedFirst) {
+  TwoRegions t;
+  // Recycling a mapped chunk breaks the map (and the region's base).
+  t.chunks.Deallocate(1);
+  const absl::Status s = t.rm.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(absl::StartsWith(s.message(), "ChunkMap: slot ")) << s;
+  EXPECT_TRUE(absl::EndsWith(s.message(),
+                             " (handle 1) names a chunk with no start (a "
+                             "recycled slot?)"))
+      << s;
+}
+
+#if BFC_CHECK_LEVEL >= 1
+TEST(RegionManagerDeathTest, AddingAnOverlappingRegionIsCaught) {
+  TwoRegions t;
+  EXPECT_DEATH(t.rm.AddAllocationRegion(P(0x11000), 0x1000),
+               "bfc: check failed at .*region_manager\\.cc:[0-9]+: "
+               "!Overlaps\\(ptr, memory_size\\)");
+}
+#endif
 
 }  // namespace
 }  // namespace bfc::internal

@@ -69,7 +69,9 @@
 #include "bfc/allocator_options.h"
 #include "bfc/allocator_stats.h"
 #include "bfc/internal/bin.h"
+#include "bfc/internal/check.h"
 #include "bfc/internal/chunk.h"
+#include "bfc/internal/constants.h"
 #include "bfc/internal/mutex.h"
 #include "bfc/internal/region_manager.h"
 #include "bfc/memory_dump.h"
@@ -77,11 +79,8 @@
 
 namespace bfc {
 
-inline constexpr int kMinAllocationBits = 8;
-inline constexpr size_t kMinAllocationSize = 256;
-inline constexpr int kNumBins = 21;
-static_assert(kMinAllocationBits == internal::kBinMinAllocationBits);
-static_assert(kNumBins == internal::kBinCount);
+// kMinAllocationBits (8), kMinAllocationSize (256) and kNumBins (21) are
+// declared in bfc/internal/constants.h, included above.
 
 struct AllocationAttributes {
   // May wait for another thread's free (when Options::allow_retry_on_failure).
@@ -108,6 +107,9 @@ class Allocator {
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
+  // tests/allocator_validate_test.cc corrupts an allocator on purpose.
+  friend class AllocatorTestPeer;
+
   // TF-style calls. nullptr on failure; 0 bytes -> nullptr. Alignment: a
   // power of two; <= 256 gives 256-aligned memory, larger is honoured. Bad
   // alignment or an overflowing size: nullptr, a logged error and
@@ -129,7 +131,7 @@ class Allocator {
       const AllocationAttributes& attr = AllocationAttributes());
   // OK for nullptr. InvalidArgument (state untouched) for a pointer this
   // allocator did not hand out or already took back.
-  absl::Status Deallocate(void* ptr);
+  [[nodiscard]] absl::Status Deallocate(void* ptr);
 
   bool TracksAllocationSizes() const { return true; }
   // For a live pointer from this allocator: what the caller asked for / the
@@ -154,7 +156,14 @@ class Allocator {
   // bytes, 'x' rounding/padding in use, '_' free.
   std::string RenderOccupancy() const;
   // Checks every invariant in DESIGN.md; the first violation found, or OK.
-  absl::Status Validate() const;
+  // Each component checks its own (ChunkTable, RegionManager with its
+  // ChunkMap, every Bin); this adds the invariants across them: chunks tile
+  // the regions, coalescing is complete, free chunks and bin entries match
+  // both ways, the map resolves every chunk, the stats agree. On a violation,
+  // an Internal error "Allocator '<name>': <what>" naming the object.
+  // O(chunks + slots). With BFC_CHECK_LEVEL >= 2 it runs after every
+  // mutating call and aborts on a violation (bfc/internal/check.h).
+  [[nodiscard]] absl::Status Validate() const;
 
   // Host bytes this allocator holds for its own bookkeeping.
   size_t MetadataBytes() const;
@@ -205,9 +214,9 @@ class Allocator {
       ABSL_LOCKS_EXCLUDED(mutex_);
   void* FindChunkPtr(BinNum bin_num, size_t alignment, size_t rounded_bytes,
                      size_t num_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  bool Extend(size_t alignment, size_t rounded_bytes)
+  [[nodiscard]] bool Extend(size_t alignment, size_t rounded_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  bool DeallocateFreeRegions(size_t rounded_bytes)
+  [[nodiscard]] bool DeallocateFreeRegions(size_t rounded_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   size_t ReleaseFreeRegionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -246,9 +255,21 @@ class Allocator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::string RenderOccupancyLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::Status ValidateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // With BFC_EXPENSIVE_CHECKS: Validate and abort on a violation.
+  // Validate's body (src/core/allocator_validate.cc).
+  [[nodiscard]] absl::Status ValidateLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // With BFC_CHECK_LEVEL >= 2: ValidateLocked, and abort with its message on
+  // a violation (ValidateOrDie). No code otherwise. Every mutating public
+  // call ends with it; `where` names the call in the message.
   void MaybeValidate(const char* where) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+#if BFC_CHECK_LEVEL >= 2
+    ValidateOrDie(where);
+#else
+    (void)where;
+#endif
+  }
+  void ValidateOrDie(const char* where) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // Observability (src/memory_dump.cc). Sites are raw frames until a report

@@ -1,4 +1,4 @@
-// File: src/allocator.cc
+// File: src/core/allocator.cc
 // The BFC algorithm. Placement, splitting, merging and growth follow
 // TensorFlow's BFCAllocator step by step (see allocator.h for the model); the
 // data structures differ where TF's cost is avoidable: bins are B-trees of
@@ -17,14 +17,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "bfc/internal/check.h"
+#include "bfc/internal/constants.h"
 #include "bfc/log.h"
 #include "bfc/units.h"
+#include "core/internal/bits.h"
 
 namespace bfc {
 namespace {
 
+using internal::AlignDown;
+using internal::AlignUp;
 using internal::BinNumForSize;
 using internal::Chunk;
+using internal::IsAligned;
+using internal::IsPowerOfTwo;
 using internal::kInvalidBinNum;
 using internal::kInvalidChunkHandle;
 using internal::RoundedBytes;
@@ -34,12 +41,6 @@ constexpr int64_t kDefaultMaxInternalFragmentation = int64_t{128} << 20;
 // TF backs off with a float factor; the product is computed in float, which
 // matters for which sizes the sub-allocator is asked for.
 constexpr float kBackpedalFactor = 0.9f;
-
-bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
-
-uintptr_t AlignUp(uintptr_t a, size_t alignment) {
-  return (a + alignment - 1) & ~(static_cast<uintptr_t>(alignment) - 1);
-}
 
 // "1.50GiB", "256B": TF's HumanReadableNumBytes style (no space), which log
 // scrapers of TF's OOM messages expect.
@@ -142,9 +143,9 @@ Allocator::RequestCheck Allocator::CheckRequest(size_t alignment,
     return RequestCheck::kInvalid;
   }
   if (num_bytes > internal::kMaxRoundableBytes) {
-    *error =
-        absl::StrCat("size ", num_bytes,
-                     " bytes overflows when rounded up to a multiple of 256");
+    *error = absl::StrCat("size ", num_bytes,
+                          " bytes overflows when rounded up to a multiple of ",
+                          kMinAllocationSize);
     return RequestCheck::kInvalid;
   }
   *rounded = RoundedBytes(num_bytes);
@@ -163,24 +164,6 @@ Allocator::RequestCheck Allocator::CheckRequest(size_t alignment,
     }
   }
   return RequestCheck::kOk;
-}
-
-// Runs Validate after a mutation in BFC_EXPENSIVE_CHECKS builds and aborts on
-// a broken invariant (a bug in this library, not a caller mistake); free of
-// cost otherwise.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::MaybeValidate(
-    const char* where) const {
-#if BFC_CHECK_LEVEL >= 2
-  absl::Status s = ValidateLocked();
-  if (!s.ok()) {
-    Log(LogSeverity::kError,
-        absl::StrCat("Allocator '", name_, "': invariant broken after ", where,
-                     ": ", s.ToString()));
-    std::abort();
-  }
-#else
-  (void)where;
-#endif
 }
 
 // --- Allocation --------------------------------------------------------------
@@ -224,6 +207,7 @@ void* Allocator::AllocateRawSlow(size_t alignment, size_t num_bytes,
       internal::MutexLock lock(&mutex_);
       ++stats_.num_invalid_requests;
       ReportInvalid(absl::StrCat("AllocateRaw: ", error));
+      MaybeValidate("AllocateRaw (invalid request)");
       return nullptr;
     }
     case RequestCheck::kOk:
@@ -244,6 +228,7 @@ absl::StatusOr<void*> Allocator::Allocate(size_t num_bytes, size_t alignment,
     case RequestCheck::kInvalid: {
       internal::MutexLock lock(&mutex_);
       ++stats_.num_invalid_requests;
+      MaybeValidate("Allocate (invalid request)");
       return absl::InvalidArgumentError(
           absl::StrCat("Allocator '", name_, "': ", error));
     }
@@ -273,6 +258,7 @@ void* Allocator::AllocateChecked(size_t alignment, size_t num_bytes,
     // TF logs non-retryable failures too: the caller may have a fallback,
     // but the user may want to know memory was short.
     LogOom(num_bytes, rounded, alignment);
+    MaybeValidate("AllocateRaw (out of memory)");
   }
   return ptr;
 }
@@ -298,6 +284,7 @@ void* Allocator::AllocateWithRetry(size_t alignment, size_t num_bytes,
   }
   ++stats_.num_ooms;
   LogOom(num_bytes, rounded, alignment);
+  MaybeValidate("AllocateRaw (out of memory, after retries)");
   return nullptr;
 }
 
@@ -344,6 +331,9 @@ void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
     // Taken out of its bin with the search's own iterator (no second
     // descent by key).
     ChunkHandle h = entry.handle;
+    BFC_DCHECK_EQ(BinNumForSize(entry.size), b);
+    BFC_DCHECK(!chunks_[h].in_use() && chunks_[h].addr() == entry.addr &&
+               chunks_[h].size == entry.size);
     if (bins_[b].empty()) non_empty_bins_ &= ~(uint32_t{1} << b);
     if (over_aligned) {
       const size_t pad =
@@ -351,6 +341,8 @@ void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
       if (pad > 0) {
         // The aligned prefix stays free; its previous neighbour is in use
         // (coalescing is complete), so no merge is possible.
+        BFC_DCHECK(chunks_[h].prev == kInvalidChunkHandle ||
+                   chunks_[chunks_[h].prev].in_use());
         const ChunkHandle rest = SplitChunk(h, pad);
         InsertFreeChunkIntoBin(h);
         h = rest;
@@ -359,6 +351,7 @@ void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
     // Split when the remainder is worth keeping: the chunk is at least twice
     // the request, or the waste would reach the internal-fragmentation cap.
     const size_t chunk_size = chunks_[h].size;
+    BFC_DCHECK_GE(chunk_size, rounded_bytes);
     if (chunk_size >= rounded_bytes * 2 ||
         static_cast<int64_t>(chunk_size - rounded_bytes) >=
             max_internal_fragmentation_bytes_) {
@@ -376,7 +369,7 @@ void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
         std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
     stats_.largest_alloc_size =
         std::max(stats_.largest_alloc_size, static_cast<int64_t>(c.size));
-    MaybeValidate("FindChunkPtr");
+    MaybeValidate("AllocateRaw");
     return c.ptr;
   }
   return nullptr;
@@ -387,9 +380,9 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
   size_t available = memory_limit_ > total_region_allocated_bytes_
                          ? memory_limit_ - total_region_allocated_bytes_
                          : 0;
-  available = (available / kMinAllocationSize) * kMinAllocationSize;
-  // An over-aligned request may need up to alignment - 256 bytes of padding
-  // in front of it.
+  available = AlignDown(available, kMinAllocationSize);
+  // An over-aligned request may need up to alignment - kMinAllocationSize
+  // bytes of padding in front of it.
   const size_t needed =
       rounded_bytes +
       (alignment > kMinAllocationSize ? alignment - kMinAllocationSize : 0);
@@ -417,22 +410,25 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
       // Refuse memory that breaks the SubAllocator contract, giving it back:
       // handing it out would corrupt the caller or our own bookkeeping.
       const uintptr_t a = reinterpret_cast<uintptr_t>(mem);
-      const char* problem = nullptr;
-      if (a % region_alignment != 0) {
+      // Empty: acceptable (built only on the refusal path).
+      std::string problem;
+      if (!IsAligned(a, region_alignment)) {
         problem = "is misaligned";
       } else if (bytes_received < bytes) {
         problem = "is shorter than asked";
       } else if (bytes_received > available ||
-                 bytes_received % kMinAllocationSize != 0) {
+                 !IsAligned(bytes_received, kMinAllocationSize)) {
         // Keeping only part of it would make the later Free name a size the
         // sub-allocator never handed out (and leak the rest).
-        problem = "is longer than the limit allows or not a multiple of 256";
+        problem = absl::StrCat(
+            "is longer than the limit allows or not a multiple of ",
+            kMinAllocationSize);
       } else if (a + bytes_received < a) {
         problem = "wraps around the address space";
       } else if (region_manager_.Overlaps(mem, bytes_received)) {
         problem = "overlaps a region already held";
       }
-      if (problem == nullptr) break;
+      if (problem.empty()) break;
       ++stats_.num_sub_allocator_rejects;
       Log(LogSeverity::kError,
           absl::StrFormat("Allocator '%s': sub-allocator memory %p (%d bytes "
@@ -443,7 +439,7 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
       sub_allocator_->Free(mem, bytes_received);
       mem = nullptr;
     }
-    // Back off, as TF does, but always by at least 256 bytes so a
+    // Back off, as TF does, but always by at least kMinAllocationSize so a
     // sub-allocator that keeps failing ends in a clean failure.
     size_t next = RoundedBytes(
         static_cast<size_t>(static_cast<float>(bytes) * kBackpedalFactor));
@@ -460,9 +456,9 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
     }
   }
 
-  // Keep only whole 256-byte units, and never go past the limit even if the
-  // sub-allocator handed out more than asked.
-  size_t usable = (bytes_received / kMinAllocationSize) * kMinAllocationSize;
+  // Keep only whole kMinAllocationSize units, and never go past the limit
+  // even if the sub-allocator handed out more than asked.
+  size_t usable = AlignDown(bytes_received, kMinAllocationSize);
   usable = std::min(usable, available);
   total_region_allocated_bytes_ += usable;
   *stats_.pool_bytes += static_cast<int64_t>(usable);
@@ -470,6 +466,8 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
       std::max(*stats_.peak_pool_bytes, *stats_.pool_bytes);
   ++stats_.num_extends;
 
+  BFC_DCHECK(IsAligned(mem, region_alignment));
+  BFC_DCHECK_GE(usable, needed);
   const ChunkHandle h = chunks_.Allocate();
   {
     Chunk& c = chunks_[h];
@@ -550,7 +548,8 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
     const ChunkHandle h = region_manager_.get_handle(r.ptr());
     RemoveFreeChunkFromBin(h);
     DeleteChunk(h);
-    region_manager_.RemoveAllocationRegion(r.ptr());
+    const bool removed = region_manager_.RemoveAllocationRegion(r.ptr());
+    BFC_DCHECK(removed);
     sub_allocator_->Free(r.ptr(), r.memory_size());
     total_region_allocated_bytes_ -= r.memory_size();
     *stats_.pool_bytes -= static_cast<int64_t>(r.memory_size());
@@ -599,6 +598,7 @@ void Allocator::DeallocateRaw(void* ptr) {
   }
   ++stats_.num_invalid_frees;
   ReportInvalid(absl::StrCat("DeallocateRaw: ", DescribeInvalidPointer(ptr)));
+  MaybeValidate("DeallocateRaw (invalid pointer)");
 }
 
 absl::Status Allocator::Deallocate(void* ptr) {
@@ -610,6 +610,7 @@ absl::Status Allocator::Deallocate(void* ptr) {
     return absl::OkStatus();
   }
   ++stats_.num_invalid_frees;
+  MaybeValidate("Deallocate (invalid pointer)");
   return absl::InvalidArgumentError(
       absl::StrCat("Allocator '", name_, "': ", DescribeInvalidPointer(ptr)));
 }
@@ -675,6 +676,13 @@ std::string Allocator::DescribeInvalidPointer(const void* ptr) const {
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle
 Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
+  // Only a free chunk out of its bin is cut, inside it, at a granule.
+  BFC_DCHECK(!chunks_[h].in_use());
+  BFC_DCHECK(num_bytes > 0 && num_bytes < chunks_[h].size);
+  BFC_DCHECK_EQ(num_bytes % kMinAllocationSize, size_t{0});
+  BFC_DCHECK_EQ(chunks_[h].size % kMinAllocationSize, size_t{0});
+  BFC_DCHECK(!bins_[BinNumForSize(chunks_[h].size)].Contains(chunks_[h].size,
+                                                             chunks_[h].ptr));
   // Chunks never move (the table grows by whole blocks), so holding
   // references across Allocate would be safe; taking them after is simpler.
   const ChunkHandle nh = chunks_.Allocate();
@@ -696,6 +704,14 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::Merge(ChunkHandle h1,
                                                           ChunkHandle h2) {
   Chunk& c1 = chunks_[h1];
   const Chunk& c2 = chunks_[h2];
+  // Physical neighbours, both free, both out of their bins.
+  BFC_DCHECK(c1.next == h2 && c2.prev == h1);
+  BFC_DCHECK_EQ(c1.end_addr(), c2.addr());
+  BFC_DCHECK(!c1.in_use() && !c2.in_use());
+  BFC_DCHECK(c1.size % kMinAllocationSize == 0 &&
+             c2.size % kMinAllocationSize == 0);
+  BFC_DCHECK(!bins_[BinNumForSize(c1.size)].Contains(c1.size, c1.ptr));
+  BFC_DCHECK(!bins_[BinNumForSize(c2.size)].Contains(c2.size, c2.ptr));
   c1.size += c2.size;
   c1.next = c2.next;
   if (c2.next != kInvalidChunkHandle) chunks_[c2.next].prev = h1;
@@ -703,7 +719,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::Merge(ChunkHandle h1,
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::DeleteChunk(ChunkHandle h) {
-  region_manager_.erase(chunks_[h].ptr);
+  const bool unmapped = region_manager_.erase(chunks_[h].ptr);
+  BFC_DCHECK(unmapped);
   chunks_.Deallocate(h);
 }
 
@@ -727,21 +744,29 @@ Allocator::TryToCoalesce(ChunkHandle h) {
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::InsertFreeChunkIntoBin(
     ChunkHandle h) {
   Chunk& c = chunks_[h];
+  BFC_DCHECK(!c.in_use());
   const BinNum b = BinNumForSize(c.size);
-  bins_[b].Insert(c.size, c.ptr, h);
+  // A chunk enters its bin once: a second entry would hand it out twice.
+  const bool inserted = bins_[b].Insert(c.size, c.ptr, h);
+  BFC_DCHECK(inserted);
   non_empty_bins_ |= uint32_t{1} << b;
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::RemoveFreeChunkFromBin(
     ChunkHandle h) {
   Chunk& c = chunks_[h];
+  BFC_DCHECK(!c.in_use());
   const BinNum b = BinNumForSize(c.size);
-  bins_[b].Erase(c.size, c.ptr);
+  // Every free chunk is in the bin its size names.
+  const bool erased = bins_[b].Erase(c.size, c.ptr);
+  BFC_DCHECK(erased);
   if (bins_[b].empty()) non_empty_bins_ &= ~(uint32_t{1} << b);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::MarkFree(ChunkHandle h) {
   Chunk& c = chunks_[h];
+  BFC_DCHECK(c.in_use());
+  BFC_DCHECK_GE(stats_.bytes_in_use, static_cast<int64_t>(c.size));
   stats_.bytes_in_use -= static_cast<int64_t>(c.size);
   stats_.bytes_requested_in_use -= static_cast<int64_t>(c.requested_size);
   if (opts_.record_allocation_sites) ForgetAllocationSite(c.allocation_id);
@@ -794,6 +819,7 @@ bool Allocator::ClearStats() {
   stats_.num_allocs = 0;
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
   stats_.largest_alloc_size = 0;
+  MaybeValidate("ClearStats");
   return true;
 }
 
@@ -849,174 +875,6 @@ std::string Allocator::RenderOccupancyLocked() const {
     region_offset += r.memory_size();
   }
   return picture;
-}
-
-// --- Validation
-// ----------------------------------------------------------------
-
-absl::Status Allocator::Validate() const {
-  internal::MutexLock lock(&mutex_);
-  return ValidateLocked();
-}
-
-absl::Status Allocator::ValidateLocked() const {
-  auto fail = [&](auto&&... parts) {
-    return absl::InternalError(
-        absl::StrCat("Allocator '", name_, "': ", parts...));
-  };
-  const auto& regions = region_manager_.regions();
-  size_t region_bytes = 0;
-  size_t chunks_seen = 0;
-  size_t free_chunks = 0;
-  size_t free_bytes = 0;
-  int64_t in_use_bytes = 0;
-  int64_t requested_bytes = 0;
-  for (size_t i = 0; i < regions.size(); ++i) {
-    const internal::AllocationRegion& r = regions[i];
-    if (r.memory_size() == 0 || r.memory_size() % kMinAllocationSize != 0 ||
-        r.addr() % kMinAllocationSize != 0) {
-      return fail("region ", i, " at ", absl::StrFormat("%p", r.ptr()),
-                  " has size ", r.memory_size(),
-                  " or base not a multiple of 256");
-    }
-    if (i > 0) {
-      if (regions[i - 1].end_addr() > r.addr())
-        return fail("regions ", i - 1, " and ", i, " overlap");
-      if (coalesce_regions_ && regions[i - 1].end_addr() == r.addr()) {
-        return fail("regions ", i - 1, " and ", i,
-                    " are contiguous but not merged");
-      }
-    }
-    region_bytes += r.memory_size();
-    // Invariant 1: chunks tile the region exactly.
-    uintptr_t expected = r.addr();
-    ChunkHandle prev = kInvalidChunkHandle;
-    bool prev_free = false;
-    ChunkHandle h = region_manager_.get_handle(r.ptr());
-    if (h == kInvalidChunkHandle)
-      return fail("region ", i, " has no chunk at its base");
-    while (h != kInvalidChunkHandle) {
-      if (!chunks_.InRange(h))
-        return fail("chunk handle ", h, " out of range in region ", i);
-      if (++chunks_seen > chunks_.num_live())
-        return fail("chunk list of region ", i, " loops");
-      const Chunk& c = chunks_[h];
-      if (c.ptr == nullptr || c.size == 0)
-        return fail("handle ", h, " is a recycled slot");
-      if (c.addr() != expected) {
-        return fail("chunk ", h, " ", c.DebugString(), " should start at ",
-                    absl::StrFormat("%#x", expected));
-      }
-      if (c.prev != prev)
-        return fail("chunk ", h, " has prev ", c.prev, ", expected ", prev);
-      if (c.size % kMinAllocationSize != 0 ||
-          c.addr() % kMinAllocationSize != 0) {
-        return fail("chunk ", c.DebugString(), " is not 256-aligned/sized");
-      }
-      // Invariant 4: the region map resolves the chunk's start to it.
-      if (region_manager_.get_handle(c.ptr) != h) {
-        return fail("region map does not resolve ", c.DebugString(),
-                    " to handle ", h);
-      }
-      if (c.in_use()) {
-        if (c.allocation_id <= 0 || c.allocation_id >= next_allocation_id_) {
-          return fail(c.DebugString(), " has an impossible allocation id");
-        }
-        if (c.requested_size == 0 || c.requested_size > c.size) {
-          return fail(c.DebugString(), " has requested size outside (0, size]");
-        }
-        in_use_bytes += static_cast<int64_t>(c.size);
-        requested_bytes += static_cast<int64_t>(c.requested_size);
-        prev_free = false;
-      } else {
-        // Invariant 2: coalescing is complete.
-        if (prev_free) return fail("adjacent free chunks at ", c.DebugString());
-        // Invariant 3: every free chunk is in the bin its size names.
-        const BinNum b = BinNumForSize(c.size);
-        if (!bins_[b].Contains(c.size, c.ptr))
-          return fail(c.DebugString(), " missing from bin ", b);
-        ++free_chunks;
-        free_bytes += c.size;
-        prev_free = true;
-      }
-      expected += c.size;
-      prev = h;
-      h = c.next;
-    }
-    if (expected != r.end_addr())
-      return fail("chunks of region ", i, " do not end at its end");
-  }
-  if (chunks_seen != chunks_.num_live()) {
-    return fail(chunks_.num_live(), " live chunks but ", chunks_seen,
-                " reachable from regions");
-  }
-  if (region_manager_.num_handles() != chunks_.num_live()) {
-    return fail("region map holds ", region_manager_.num_handles(),
-                " handles for ", chunks_.num_live(), " chunks");
-  }
-  // Invariant 3, from the bins' side: every entry is a live free chunk.
-  size_t bin_entries = 0;
-  size_t bin_bytes = 0;
-  for (BinNum b = 0; b < kNumBins; ++b) {
-    const bool bit = (non_empty_bins_ >> b) & 1;
-    if (bit == bins_[b].empty())
-      return fail("non-empty-bin bitmap is wrong for bin ", b);
-    absl::Status status;
-    // Runs inside ForEach, with mutex_ held: the analysis does not follow
-    // the lock into a lambda.
-    bins_[b].ForEach(
-        [&](const internal::Bin::Entry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          if (!status.ok()) return;
-          if (!chunks_.InRange(e.handle)) {
-            status = fail("bin ", b, " holds out-of-range handle ", e.handle);
-            return;
-          }
-          const Chunk& c = chunks_[e.handle];
-          if (c.in_use() || c.addr() != e.addr || c.size != e.size ||
-              BinNumForSize(c.size) != b) {
-            status = fail("bin ", b, " entry (", e.size, ", ",
-                          absl::StrFormat("%#x", e.addr), ") does not match ",
-                          c.DebugString());
-          }
-        });
-    if (!status.ok()) return status;
-    bin_entries += bins_[b].size();
-    bin_bytes += bins_[b].total_bytes();
-  }
-  if (bin_entries != free_chunks || bin_bytes != free_bytes) {
-    return fail("bins hold ", bin_entries, " chunks / ", bin_bytes,
-                " bytes; regions have ", free_chunks, " free chunks / ",
-                free_bytes, " bytes");
-  }
-  // Invariant 5: stats agree with the chunks.
-  if (stats_.bytes_in_use != in_use_bytes) {
-    return fail("bytes_in_use is ", stats_.bytes_in_use,
-                " but in-use chunks sum to ", in_use_bytes);
-  }
-  if (stats_.peak_bytes_in_use < stats_.bytes_in_use)
-    return fail("peak_bytes_in_use < bytes_in_use");
-  if (stats_.bytes_requested_in_use != requested_bytes) {
-    return fail("bytes_requested_in_use is ", stats_.bytes_requested_in_use,
-                " but in-use chunks asked for ", requested_bytes);
-  }
-  if (opts_.record_allocation_sites &&
-      sites_.size() != chunks_seen - free_chunks) {
-    return fail(sites_.size(), " allocation sites recorded for ",
-                chunks_seen - free_chunks, " live allocations");
-  }
-  if (region_bytes != total_region_allocated_bytes_ ||
-      static_cast<int64_t>(region_bytes) != *stats_.pool_bytes) {
-    return fail("regions sum to ", region_bytes, " but pool_bytes is ",
-                *stats_.pool_bytes);
-  }
-  if (region_bytes > memory_limit_)
-    return fail("pool ", region_bytes, " exceeds the limit");
-  if (*stats_.peak_pool_bytes < *stats_.pool_bytes)
-    return fail("peak_pool_bytes < pool_bytes");
-  if (stats_.num_allocs < 0 || stats_.largest_alloc_size < 0 ||
-      stats_.num_retries < 0)
-    return fail("negative counters");
-  return absl::OkStatus();
 }
 
 }  // namespace bfc

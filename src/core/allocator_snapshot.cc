@@ -88,6 +88,7 @@ void Allocator::ResetPeakStats() {
   internal::MutexLock lock(&mutex_);
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
   *stats_.peak_pool_bytes = *stats_.pool_bytes;
+  MaybeValidate("ResetPeakStats");
 }
 
 MemoryDump Allocator::RecordMemoryMapLocked(bool sites) const {

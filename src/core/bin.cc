@@ -1,7 +1,99 @@
-// File: src/bin.cc
+// File: src/core/bin.cc
 #include "bfc/internal/bin.h"
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
 namespace bfc::internal {
+namespace {
+
+std::string DescribeEntry(size_t index, const Bin::Entry& e) {
+  return absl::StrFormat("entry %d (handle %d, ptr 0x%x, size %d)", index,
+                         e.handle, e.addr, e.size);
+}
+
+}  // namespace
+
+absl::Status Bin::Validate(BinNum bin_num, const ChunkTable* chunks) const {
+  auto fail = [&](auto&&... parts) {
+    return absl::InternalError(absl::StrCat("Bin ", bin_num, ": ", parts...));
+  };
+  // Exactly one representation holds the entries, within its bounds.
+  if (small_) {
+    if (!free_chunks_.empty()) {
+      return fail("the inline array is in use but the B-tree holds ",
+                  free_chunks_.size(), " entries");
+    }
+    if (num_small_ > kSmallCapacity) {
+      return fail("the inline array holds ", num_small_,
+                  " entries, more than its capacity ", kSmallCapacity);
+    }
+  } else {
+    if (num_small_ != 0) {
+      return fail("the B-tree is in use but the inline array's count is ",
+                  num_small_);
+    }
+    if (free_chunks_.size() <= kSmallCapacity / 4) {
+      return fail("the B-tree holds ", free_chunks_.size(),
+                  " entries, which belong in the inline array (at most ",
+                  kSmallCapacity / 4, ")");
+    }
+  }
+  absl::Status status;
+  size_t index = 0;
+  size_t bytes = 0;
+  const Entry* prev = nullptr;
+  ForEach([&](const Entry& e) {
+    if (!status.ok()) return;
+    const size_t i = index++;
+    if (prev != nullptr && !Less()(*prev, e)) {
+      status = fail(DescribeEntry(i, e), " is not after ",
+                    DescribeEntry(i - 1, *prev), " in (size, address) order");
+      return;
+    }
+    prev = &e;
+    if (e.size == 0 || e.size % kMinAllocationSize != 0 ||
+        e.addr % kMinAllocationSize != 0) {
+      status = fail(DescribeEntry(i, e),
+                    " has a size or address that is not a non-zero multiple "
+                    "of ",
+                    kMinAllocationSize);
+      return;
+    }
+    if (BinNumForSize(e.size) != bin_num) {
+      status =
+          fail(DescribeEntry(i, e), " belongs in bin ", BinNumForSize(e.size));
+      return;
+    }
+    bytes += e.size;
+    if (chunks == nullptr) return;
+    if (!chunks->InRange(e.handle)) {
+      status = fail(DescribeEntry(i, e), " names a handle out of range (",
+                    chunks->capacity(), " chunk slots)");
+      return;
+    }
+    const Chunk& c = (*chunks)[e.handle];
+    if (c.in_use()) {
+      status = fail(DescribeEntry(i, e), " is in use: ", c.DebugString());
+      return;
+    }
+    if (c.addr() != e.addr || c.size != e.size) {
+      status = fail(DescribeEntry(i, e), " does not match its chunk ",
+                    c.DebugString());
+    }
+  });
+  if (!status.ok()) return status;
+  if (index != size()) {
+    return fail("holds ", index, " entries but counts ", size());
+  }
+  if (bytes != total_bytes_) {
+    return fail("entries sum to ", bytes, " bytes but total_bytes is ",
+                total_bytes_);
+  }
+  return absl::OkStatus();
+}
 
 bool Bin::Contains(size_t size, const void* ptr) const {
   const Entry key{size, reinterpret_cast<uintptr_t>(ptr), 0};

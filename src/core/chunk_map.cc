@@ -1,7 +1,10 @@
-// File: src/chunk_map.cc
+// File: src/core/chunk_map.cc
 #include "bfc/internal/chunk_map.h"
 
 #include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace bfc::internal {
 
@@ -23,6 +26,75 @@ void ChunkMap::Grow() {
     while (slots_[j].handle != kInvalidChunkHandle) j = (j + 1) & mask_;
     slots_[j] = s;
   }
+}
+
+absl::Status ChunkMap::Validate() const {
+  auto fail = [](auto&&... parts) {
+    return absl::InternalError(absl::StrCat("ChunkMap: ", parts...));
+  };
+  const bool geometry_ok =
+      bits_ == 0
+          ? capacity_ == 0 && size_ == 0 && max_size_ == 0
+          : bits_ >= kMinBits && bits_ < 32 &&
+                capacity_ == size_t{1} << bits_ && mask_ == capacity_ - 1 &&
+                max_size_ == capacity_ / kMaxLoadDen * kMaxLoadNum;
+  if (!geometry_ok) {
+    return fail("inconsistent geometry: ", bits_, " bits, capacity ", capacity_,
+                ", mask ", absl::StrFormat("0x%x", mask_), ", load bound ",
+                max_size_);
+  }
+  if (size_ > max_size_) {
+    return fail(size_, " entries exceed the load bound of ", max_size_, " (",
+                kMaxLoadNum, "/", kMaxLoadDen, " of ", capacity_, " slots)");
+  }
+  // First every slot's handle, so that the probes below read only chunks
+  // that exist.
+  size_t occupied = 0;
+  for (size_t i = 0; i < capacity_; ++i) {
+    const Slot s = slots_[i];
+    if (s.handle == kInvalidChunkHandle) continue;
+    ++occupied;
+    if (!chunks_->InRange(s.handle)) {
+      return fail("slot ", i, " holds handle ", s.handle, ", out of range (",
+                  chunks_->capacity(), " chunk slots)");
+    }
+    if ((*chunks_)[s.handle].ptr == nullptr) {
+      return fail("slot ", i, " (handle ", s.handle,
+                  ") names a chunk with no start (a recycled slot?)");
+    }
+  }
+  if (occupied != size_) {
+    return fail(occupied, " occupied slots but size ", size_);
+  }
+  for (size_t i = 0; i < capacity_; ++i) {
+    const Slot s = slots_[i];
+    if (s.handle == kInvalidChunkHandle) continue;
+    const void* p = (*chunks_)[s.handle].ptr;
+    const std::string slot =
+        absl::StrFormat("slot %d (handle %d, ptr %p)", i, s.handle, p);
+    if (Tag(p) != s.tag) {
+      return fail(slot, " has tag ", absl::StrFormat("0x%08x", s.tag),
+                  ", but its start hashes to tag ",
+                  absl::StrFormat("0x%08x", Tag(p)));
+    }
+    // Linear probing reaches slot i from the home slot only through
+    // occupied slots.
+    const size_t home = Home(s.tag);
+    for (size_t j = home; j != i; j = (j + 1) & mask_) {
+      if (slots_[j].handle == kInvalidChunkHandle) {
+        return fail(slot, " is unreachable: slot ", j,
+                    ", between its home slot ", home, " and it, is empty");
+      }
+    }
+    // The probe for p stops at the first slot mapping it: i, unless p is
+    // mapped twice.
+    const size_t found = FindSlot(p);
+    if (found != i) {
+      return fail(slot, " duplicates slot ", found, " (handle ",
+                  slots_[found].handle, ")");
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace bfc::internal

@@ -1,7 +1,13 @@
-// File: src/region_manager.cc
+// File: src/core/region_manager.cc
 #include "bfc/internal/region_manager.h"
 
 #include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/internal/check.h"
+#include "bfc/internal/constants.h"
 
 namespace bfc::internal {
 namespace {
@@ -17,6 +23,7 @@ It FirstEndingAfter(It begin, It end, uintptr_t a) {
 }  // namespace
 
 void RegionManager::AddAllocationRegion(void* ptr, size_t memory_size) {
+  BFC_DCHECK(!Overlaps(ptr, memory_size));
   const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
   auto it = std::upper_bound(
       regions_.begin(), regions_.end(), a,
@@ -26,6 +33,7 @@ void RegionManager::AddAllocationRegion(void* ptr, size_t memory_size) {
 
 AllocationRegion* RegionManager::AddOrExtendAllocationRegion(
     void* ptr, size_t memory_size) {
+  BFC_DCHECK(!Overlaps(ptr, memory_size));
   const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
   auto it = std::upper_bound(
       regions_.begin(), regions_.end(), a,
@@ -83,6 +91,71 @@ const AllocationRegion* RegionManager::RegionFor(const void* p) const {
 size_t RegionManager::MetadataBytes() const {
   return regions_.capacity() * sizeof(AllocationRegion) +
          handles_.MetadataBytes();
+}
+
+namespace {
+
+// "region 1 [0x10000, 0x12000)"
+std::string DescribeRegion(size_t index, const AllocationRegion& r) {
+  return absl::StrFormat("region %d [0x%x, 0x%x)", index, r.addr(),
+                         r.end_addr());
+}
+
+}  // namespace
+
+absl::Status RegionManager::Validate() const {
+  auto fail = [](auto&&... parts) {
+    return absl::InternalError(absl::StrCat("RegionManager: ", parts...));
+  };
+  if (absl::Status s = handles_.Validate(); !s.ok()) return s;
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    const AllocationRegion& r = regions_[i];
+    if (r.memory_size() == 0) {
+      return fail("region ", i, " at ", absl::StrFormat("0x%x", r.addr()),
+                  " is empty");
+    }
+    if (r.end_addr() < r.addr()) {
+      return fail("region ", i, " at ", absl::StrFormat("0x%x", r.addr()),
+                  " of ", r.memory_size(),
+                  " bytes wraps around the address "
+                  "space");
+    }
+    if (r.addr() % kMinAllocationSize != 0 ||
+        r.memory_size() % kMinAllocationSize != 0) {
+      return fail(DescribeRegion(i, r), " (", r.memory_size(),
+                  " bytes): base and size must be multiples of ",
+                  kMinAllocationSize);
+    }
+    if (i > 0) {
+      const AllocationRegion& prev = regions_[i - 1];
+      if (r.addr() <= prev.addr()) {
+        return fail(DescribeRegion(i, r), " is not after ",
+                    DescribeRegion(i - 1, prev), " (regions are sorted)");
+      }
+      if (prev.end_addr() > r.addr()) {
+        return fail(DescribeRegion(i - 1, prev), " overlaps ",
+                    DescribeRegion(i, r));
+      }
+    }
+    if (handles_.Find(r.ptr()) == kInvalidChunkHandle) {
+      return fail(DescribeRegion(i, r), " has no chunk mapped at its base");
+    }
+  }
+  // Every mapped chunk lies inside one region (the map's Validate vouched
+  // for its handles).
+  absl::Status status;
+  const ChunkTable& chunks = *handles_.chunks();
+  handles_.ForEach([&](ChunkHandle h) {
+    if (!status.ok()) return;
+    const Chunk& c = chunks[h];
+    const AllocationRegion* r = RegionFor(c.ptr);
+    if (r == nullptr || c.end_addr() > r->end_addr() ||
+        c.end_addr() < c.addr()) {
+      status = fail("chunk ", h, " ", c.DebugString(),
+                    " is mapped but does not lie inside a region");
+    }
+  });
+  return status;
 }
 
 }  // namespace bfc::internal

@@ -2,16 +2,24 @@
 // -----------------------------------------------------------------------------
 //
 // Size classes and free lists. Bin b holds the free chunks whose size lies in
-// [256 << b, 256 << (b + 1)); the last bin (kNumBins - 1) takes everything
-// larger. Inside a bin, chunks are ordered by (size, address), so the first
-// chunk with size >= n is the best fit, lowest address on ties: exactly the
-// chunk TensorFlow's BFC picks.
+// [kMinAllocationSize << b, kMinAllocationSize << (b + 1)); the last bin
+// (kNumBins - 1) takes everything larger. Inside a bin, chunks are ordered by
+// (size, address), so the first chunk with size >= n is the best fit, lowest
+// address on ties: exactly the chunk TensorFlow's BFC picks.
 //
 // The ordered set holds (size, address, handle) keys, so ordering never has to
 // look at the chunk table. Its nodes come from a NodePool that recycles them,
 // so steady-state churn (a bin emptying and filling again, the root leaf
 // growing and shrinking) never calls malloc. Internal: not part of the API.
 // Thread-compatible.
+//
+// Invariants (Bin::Validate checks them): entries strictly increase in
+// (size, address) order; every entry's size and address are non-zero
+// multiples of kMinAllocationSize and its size falls in the bin's class;
+// total_bytes() is the sum of the entries' sizes; exactly one representation
+// holds the entries (the inline array with at most kSmallCapacity, or the
+// B-tree with more than kSmallCapacity / 4). Against a chunk table: every
+// entry names a live, free chunk with the entry's address and size.
 #ifndef BFC_INTERNAL_BIN_H_
 #define BFC_INTERNAL_BIN_H_
 
@@ -22,35 +30,33 @@
 #include <vector>
 
 #include "absl/container/btree_set.h"
+#include "absl/status/status.h"
+#include "bfc/internal/check.h"
 #include "bfc/internal/chunk.h"
+#include "bfc/internal/constants.h"
 
 namespace bfc::internal {
 
-inline constexpr int kBinMinAllocationBits = 8;  // == bfc::kMinAllocationBits
-inline constexpr size_t kBinMinAllocationSize = size_t{1}
-                                                << kBinMinAllocationBits;
-inline constexpr int kBinCount = 21;  // == bfc::kNumBins
-
-// Rounds `bytes` up to a multiple of 256 (at least 256). Requires
-// bytes <= kMaxRoundableBytes.
+// Rounds `bytes` up to a multiple of kMinAllocationSize (at least one).
+// Requires bytes <= kMaxRoundableBytes (larger sizes wrap to
+// kMinAllocationSize; callers check requests first).
 inline constexpr size_t kMaxRoundableBytes =
-    ~size_t{0} - (kBinMinAllocationSize - 1);
+    ~size_t{0} - (kMinAllocationSize - 1);
 inline size_t RoundedBytes(size_t bytes) {
   const size_t rounded =
-      (bytes + (kBinMinAllocationSize - 1)) & ~(kBinMinAllocationSize - 1);
-  return rounded == 0 ? kBinMinAllocationSize : rounded;
+      (bytes + (kMinAllocationSize - 1)) & ~(kMinAllocationSize - 1);
+  return rounded == 0 ? kMinAllocationSize : rounded;
 }
 
 // The smallest chunk size bin `b` holds.
-inline size_t BinNumToSize(BinNum b) { return kBinMinAllocationSize << b; }
+inline size_t BinNumToSize(BinNum b) { return kMinAllocationSize << b; }
 
 // The bin for a chunk (or request) of `bytes`.
 inline BinNum BinNumForSize(size_t bytes) {
-  uint64_t v =
-      (bytes < kBinMinAllocationSize ? kBinMinAllocationSize : bytes) >>
-      kBinMinAllocationBits;
+  uint64_t v = (bytes < kMinAllocationSize ? kMinAllocationSize : bytes) >>
+               kMinAllocationBits;
   const int log2 = 63 - __builtin_clzll(v);
-  return log2 < kBinCount - 1 ? log2 : kBinCount - 1;
+  return log2 < kNumBins - 1 ? log2 : kNumBins - 1;
 }
 
 // Free lists of B-tree node storage, one per node size (a B-tree uses a few:
@@ -134,7 +140,7 @@ class Bin {
 
   // Adds a free chunk. Returns false (and changes nothing) if a chunk with the
   // same address is already present at that size.
-  bool Insert(size_t size, const void* ptr, ChunkHandle h) {
+  [[nodiscard]] bool Insert(size_t size, const void* ptr, ChunkHandle h) {
     const Entry e{size, reinterpret_cast<uintptr_t>(ptr), h};
     if (!small_ || num_small_ == kSmallCapacity) return InsertLarge(e);
     // One insertion-sort step from the end: most bins hold 0-2 chunks.
@@ -153,7 +159,7 @@ class Bin {
     return true;
   }
   // Removes the chunk keyed (size, ptr). Returns false if it was not present.
-  bool Erase(size_t size, const void* ptr) {
+  [[nodiscard]] bool Erase(size_t size, const void* ptr) {
     const Entry key{size, reinterpret_cast<uintptr_t>(ptr), 0};
     if (!small_) return EraseLarge(key);
     Entry* pos = SmallLowerBound(key);
@@ -161,7 +167,7 @@ class Bin {
     SmallErase(pos);
     return true;
   }
-  bool Contains(size_t size, const void* ptr) const;
+  [[nodiscard]] bool Contains(size_t size, const void* ptr) const;
 
   // Best fit: the first entry in (size, address) order with size >= min_size,
   // or nullptr.
@@ -194,7 +200,7 @@ class Bin {
 
   // Removes and returns (in *out) the best fit, as FindBestFit picks it, with
   // one search (no second search by key). False when no entry fits.
-  bool TakeBestFit(size_t min_size, Entry* out) {
+  [[nodiscard]] bool TakeBestFit(size_t min_size, Entry* out) {
     if (!small_) return TakeBestFitLarge(min_size, out);
     Entry* pos = SmallLowerBound(Entry{min_size, 0, 0});
     if (pos == small_end()) return false;
@@ -204,7 +210,7 @@ class Bin {
   }
   // Removes and returns the entry FindFirst(min_size, accept) picks.
   template <typename Pred>
-  bool TakeFirst(size_t min_size, Pred accept, Entry* out) {
+  [[nodiscard]] bool TakeFirst(size_t min_size, Pred accept, Entry* out) {
     if (small_) {
       for (Entry* p = SmallLowerBound(Entry{min_size, 0, 0}); p != small_end();
            ++p) {
@@ -248,7 +254,18 @@ class Bin {
     for (const Entry& e : free_chunks_) f(e);
   }
 
+  // Checks the invariants above for bin number `bin_num`; with `chunks`, also
+  // that every entry names a live free chunk of that address and size. OK, or
+  // the first violation, naming the bin and the entry:
+  //   "Bin 3: entry 1 (handle 7, ptr 0x1000, size 2048) is not after entry 0
+  //    (handle 6, ptr 0x1200, size 2048) in (size, address) order"
+  // O(entries).
+  [[nodiscard]] absl::Status Validate(BinNum bin_num,
+                                      const ChunkTable* chunks) const;
+
  private:
+  friend class BinTestPeer;  // tests/bin_test.cc corrupts a bin on purpose
+
   struct Less {
     bool operator()(const Entry& a, const Entry& b) const {
       if (a.size != b.size) return a.size < b.size;

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "bfc/internal/check.h"
+
 namespace bfc::internal {
 
 using ChunkHandle = uint32_t;
@@ -28,13 +31,13 @@ using BinNum = int32_t;
 inline constexpr BinNum kInvalidBinNum = -1;
 
 struct Chunk {
-  // Bytes this chunk spans: a multiple of 256.
+  // Bytes this chunk spans: a multiple of kMinAllocationSize.
   size_t size = 0;
   // What the caller asked for (unrounded); 0 while free.
   size_t requested_size = 0;
   // > 0 while in use; -1 when free (TF's convention).
   int64_t allocation_id = -1;
-  // Start of the chunk: a multiple of 256.
+  // Start of the chunk: a multiple of kMinAllocationSize.
   void* ptr = nullptr;
   // Physical neighbours in the same region, or kInvalidChunkHandle.
   ChunkHandle prev = kInvalidChunkHandle;
@@ -56,6 +59,11 @@ struct Chunk {
 // and the table never shrinks under churn. Storage is a list of fixed blocks
 // of kBlockChunks: growing never copies the table or doubles its footprint
 // (at most one partly used block), and a Chunk never moves.
+//
+// Invariants (ChunkTable::Validate checks them): capacity() slots fit in the
+// blocks; the free list visits exactly capacity() - num_live() distinct,
+// in-range slots, each a recycled (default) Chunk. What a live chunk holds is
+// its owner's business (Allocator::Validate).
 class ChunkTable {
  public:
   ChunkTable() = default;
@@ -74,6 +82,7 @@ class ChunkTable {
   }
   // Returns `h` to the free list. `h` must be live.
   void Deallocate(ChunkHandle h) {
+    BFC_DCHECK_GT(num_live_, size_t{0});
     Chunk& c = (*this)[h];
     c = Chunk();
     // A recycled slot is marked by a null ptr and size 0; Validate relies on
@@ -83,10 +92,13 @@ class ChunkTable {
     --num_live_;
   }
 
+  // Requires InRange(h).
   Chunk& operator[](ChunkHandle h) {
+    BFC_DCHECK_LT(h, size_);
     return blocks_[h >> kBlockBits][h & (kBlockChunks - 1)];
   }
   const Chunk& operator[](ChunkHandle h) const {
+    BFC_DCHECK_LT(h, size_);
     return blocks_[h >> kBlockBits][h & (kBlockChunks - 1)];
   }
 
@@ -94,14 +106,21 @@ class ChunkTable {
   size_t capacity() const { return size_; }
   size_t num_live() const { return num_live_; }
   // True when `h` names a slot that exists (live or recycled).
-  bool InRange(ChunkHandle h) const { return h < size_; }
+  [[nodiscard]] bool InRange(ChunkHandle h) const { return h < size_; }
   // Host bytes held by the table.
   size_t MetadataBytes() const {
     return blocks_.size() * kBlockChunks * sizeof(Chunk) +
            blocks_.capacity() * sizeof(std::unique_ptr<Chunk[]>);
   }
 
+  // Checks the invariants above: OK, or the first violation, e.g.
+  //   "ChunkTable: free list slot 2 (handle 5) holds Chunk{ptr=0x1000, ...}"
+  // O(recycled slots).
+  [[nodiscard]] absl::Status Validate() const;
+
  private:
+  friend class ChunkTableTestPeer;  // tests/chunk_test.cc corrupts a table
+
   ChunkHandle AllocateSlow();
 
   static constexpr int kBlockBits = 10;

@@ -18,6 +18,12 @@
 // Requires: the chunk of every handle in the map stays live, with `ptr` equal
 // to the key it was inserted under, until it is erased. Internal: not part of
 // the API. Thread-compatible.
+//
+// Invariants (ChunkMap::Validate checks them): every occupied slot names an
+// in-range chunk whose start hashes to the slot's tag; no empty slot lies
+// between a key's home slot and its slot (linear probing finds it); no key is
+// mapped twice; size() counts the occupied slots and stays within the load
+// bound (13/16 of the slots).
 #ifndef BFC_INTERNAL_CHUNK_MAP_H_
 #define BFC_INTERNAL_CHUNK_MAP_H_
 
@@ -25,6 +31,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/status/status.h"
+#include "bfc/internal/check.h"
 #include "bfc/internal/chunk.h"
 
 namespace bfc::internal {
@@ -38,17 +46,14 @@ class ChunkMap {
 
   // The handle of the chunk starting exactly at `p`, or kInvalidChunkHandle.
   ChunkHandle Find(const void* p) const {
-    if (size_ == 0) return kInvalidChunkHandle;
-    const uint32_t tag = Tag(p);
-    for (size_t i = Home(tag);; i = (i + 1) & mask_) {
-      const Slot s = slots_[i];
-      if (s.handle == kInvalidChunkHandle) return kInvalidChunkHandle;
-      if (s.tag == tag && (*chunks_)[s.handle].ptr == p) return s.handle;
-    }
+    const size_t i = FindSlot(p);
+    return i == kNoSlot ? kInvalidChunkHandle : slots_[i].handle;
   }
 
   // Maps `p` to `h`. Requires: `p` is not in the map, (*chunks)[h].ptr == p.
   void Insert(const void* p, ChunkHandle h) {
+    BFC_DCHECK(p != nullptr && (*chunks_)[h].ptr == p);
+    BFC_DCHECK(FindSlot(p) == kNoSlot);
     if (size_ + 1 > max_size_) Grow();
     const uint32_t tag = Tag(p);
     size_t i = Home(tag);
@@ -58,15 +63,9 @@ class ChunkMap {
   }
 
   // Removes `p`. Returns false (and changes nothing) if it is not mapped.
-  bool Erase(const void* p) {
-    if (size_ == 0) return false;
-    const uint32_t tag = Tag(p);
-    size_t i = Home(tag);
-    for (;; i = (i + 1) & mask_) {
-      const Slot s = slots_[i];
-      if (s.handle == kInvalidChunkHandle) return false;
-      if (s.tag == tag && (*chunks_)[s.handle].ptr == p) break;
-    }
+  [[nodiscard]] bool Erase(const void* p) {
+    size_t i = FindSlot(p);
+    if (i == kNoSlot) return false;
     // Backward-shift deletion: pull later members of the probe run into the
     // hole unless that would put them before their home slot.
     for (size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
@@ -84,10 +83,29 @@ class ChunkMap {
   }
 
   size_t size() const { return size_; }
+  // The table that resolves the map's handles.
+  const ChunkTable* chunks() const { return chunks_; }
   // Host bytes held by the slots.
   size_t MetadataBytes() const { return capacity_ * sizeof(Slot); }
 
+  // Calls f(handle) for every mapped chunk, in slot order.
+  template <typename F>
+  void ForEach(F f) const {
+    for (size_t i = 0; i < capacity_; ++i) {
+      if (slots_[i].handle != kInvalidChunkHandle) f(slots_[i].handle);
+    }
+  }
+
+  // Checks the invariants above against the chunk table: OK, or the first
+  // violation, naming the slot, the handle and the chunk start, e.g.
+  //   "ChunkMap: slot 5 (handle 3, ptr 0x10000) has tag 0x1, but its start
+  //    hashes to tag 0x8d2a5400"
+  // O(slots x probe length).
+  [[nodiscard]] absl::Status Validate() const;
+
  private:
+  friend class ChunkMapTestPeer;  // tests/chunk_map_test.cc corrupts a map
+
   struct Slot {
     uint32_t tag;
     ChunkHandle handle;  // kInvalidChunkHandle: empty
@@ -105,6 +123,18 @@ class ChunkMap {
   }
   size_t Home(uint32_t tag) const { return tag >> (32 - bits_); }
   void Grow();
+
+  // The slot mapping `p`, or kNoSlot: the probe Find and Erase share.
+  static constexpr size_t kNoSlot = ~size_t{0};
+  size_t FindSlot(const void* p) const {
+    if (size_ == 0) return kNoSlot;
+    const uint32_t tag = Tag(p);
+    for (size_t i = Home(tag);; i = (i + 1) & mask_) {
+      const Slot s = slots_[i];
+      if (s.handle == kInvalidChunkHandle) return kNoSlot;
+      if (s.tag == tag && (*chunks_)[s.handle].ptr == p) return i;
+    }
+  }
 
   const ChunkTable* chunks_;
   std::unique_ptr<Slot[]> slots_;

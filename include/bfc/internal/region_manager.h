@@ -5,16 +5,22 @@
 // start address of every chunk to its handle, so that a pointer a caller hands
 // back can be checked (is it ours? is it a chunk start?) and resolved.
 //
-// TensorFlow keeps one handle per 256 bytes of every region (8 bytes of host
-// RAM per 256 bytes of pool: 2 GiB for a 64 GiB pool). Here a ChunkMap holds
-// one 8-byte slot per chunk (at most 16/13 slots per chunk), so host metadata
-// scales with chunks, not bytes.
+// TensorFlow keeps one handle per 256 bytes (kMinAllocationSize) of every
+// region (8 bytes of host RAM per 256 bytes of pool: 2 GiB for a 64 GiB pool).
+// Here a ChunkMap holds one 8-byte slot per chunk (at most 16/13 slots per
+// chunk), so host metadata scales with chunks, not bytes.
 //
 // Regions are kept sorted by address (they never overlap). With a coalescing
 // sub-allocator, a region that starts where an existing region ends extends it
 // (`AddOrExtendAllocationRegion`), as in TF.
 //
 // Internal: not part of the API. Thread-compatible.
+//
+// Invariants (RegionManager::Validate checks them, with the ChunkMap's own):
+// regions are sorted by address and do not overlap; each is non-empty, with
+// base and size multiples of kMinAllocationSize, and does not wrap; each
+// region's base is a mapped chunk start; every mapped chunk lies inside a
+// region. That chunks tile their regions is the Allocator's to check.
 #ifndef BFC_INTERNAL_REGION_MANAGER_H_
 #define BFC_INTERNAL_REGION_MANAGER_H_
 
@@ -22,6 +28,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "bfc/internal/chunk.h"
 #include "bfc/internal/chunk_map.h"
 
@@ -67,10 +74,10 @@ class RegionManager {
 
   // Removes the region starting at `ptr` (and nothing else). Returns false if
   // no region starts there. Chunk handles must have been erased by the caller.
-  bool RemoveAllocationRegion(const void* ptr);
+  [[nodiscard]] bool RemoveAllocationRegion(const void* ptr);
 
   // True when [ptr, ptr + n) intersects any region.
-  bool Overlaps(const void* ptr, size_t n) const;
+  [[nodiscard]] bool Overlaps(const void* ptr, size_t n) const;
 
   // The region containing `p`, or nullptr.
   const AllocationRegion* RegionFor(const void* p) const;
@@ -80,8 +87,9 @@ class RegionManager {
   // Maps the start of chunk `h` to it. Requires: no chunk is mapped at `p`
   // and the chunk table's chunk `h` starts at `p`.
   void set_handle(const void* p, ChunkHandle h) { handles_.Insert(p, h); }
-  // Unmaps `p` (the chunk must still start there). No-op if not mapped.
-  void erase(const void* p) { handles_.Erase(p); }
+  // Unmaps `p` (the chunk must still start there). Returns false (a no-op)
+  // if it was not mapped.
+  [[nodiscard]] bool erase(const void* p) { return handles_.Erase(p); }
 
   // Regions in address order.
   const std::vector<AllocationRegion>& regions() const { return regions_; }
@@ -89,7 +97,16 @@ class RegionManager {
   // Host bytes held by the region list and the handle map.
   size_t MetadataBytes() const;
 
+  // Checks the invariants above (the chunk map's first): OK, or the first
+  // violation, naming the regions by index and extent, e.g.
+  //   "RegionManager: region 0 [0x10000, 0x12000) overlaps region 1
+  //    [0x11000, 0x13000)"
+  // O(regions + chunks x log regions).
+  [[nodiscard]] absl::Status Validate() const;
+
  private:
+  friend class RegionManagerTestPeer;  // tests/region_manager_test.cc
+
   std::vector<AllocationRegion> regions_;  // sorted by address
   ChunkMap handles_;
 };

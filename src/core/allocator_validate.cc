@@ -1,0 +1,274 @@
+// File: src/core/allocator_validate.cc
+// Allocator::Validate: every invariant of DESIGN.md ("Invariants"), checked
+// the way VMA's Validate() checks a block: each component validates itself
+// (ChunkTable, RegionManager with its ChunkMap, every Bin), and this file adds
+// only what spans them:
+//
+//   1. Chunks tile every region exactly, through mutual prev/next links.
+//   2. No two neighbouring chunks of a region are both free.
+//   3. Free chunks and bin entries match both ways; the non-empty-bin bitmap
+//      matches the bins.
+//   4. The region map resolves every chunk's start to its handle, and maps
+//      nothing else; chunk sizes and starts are multiples of
+//      kMinAllocationSize.
+//   5. The stats agree with the chunks and regions.
+//
+// Messages name the object: "Allocator 'gpu': region 0 [0x..., 0x...): chunk
+// 4 Chunk{...} should start at 0x...". With BFC_CHECK_LEVEL >= 2,
+// MaybeValidate runs ValidateOrDie after every mutating call.
+#include <cstdint>
+#include <string>
+
+#include "absl/base/optimization.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/allocator.h"
+#include "bfc/internal/bin.h"
+#include "bfc/internal/check.h"
+#include "bfc/internal/chunk.h"
+#include "bfc/internal/region_manager.h"
+
+namespace bfc {
+namespace {
+
+using internal::BinNum;
+using internal::BinNumForSize;
+using internal::Chunk;
+using internal::ChunkHandle;
+using internal::kInvalidChunkHandle;
+
+// "region 1 [0x10000, 0x12000)", as RegionManager::Validate names regions.
+std::string DescribeRegion(size_t index, const internal::AllocationRegion& r) {
+  return absl::StrFormat("region %d [0x%x, 0x%x)", index, r.addr(),
+                         r.end_addr());
+}
+
+// "chunk 4 Chunk{ptr=0x..., size=..., ...}"
+std::string DescribeChunk(ChunkHandle h, const Chunk& c) {
+  return absl::StrCat("chunk ", h, " ", c.DebugString());
+}
+
+}  // namespace
+
+absl::Status Allocator::Validate() const {
+  internal::MutexLock lock(&mutex_);
+  return ValidateLocked();
+}
+
+// A broken invariant is a bug in this library, not a caller mistake: one line
+// on stderr,
+//   bfc: check failed at <this file>:<line>: Validate() after Deallocate:
+//   Allocator '<name>': <what>
+// and abort.
+void Allocator::ValidateOrDie(const char* where) const {
+  const absl::Status s = ValidateLocked();
+  if (ABSL_PREDICT_FALSE(!s.ok())) {
+    internal::check_internal::Fail(
+        __FILE__, __LINE__,
+        absl::StrCat("Validate() after ", where, ": ", s.message()));
+  }
+}
+
+absl::Status Allocator::ValidateLocked() const {
+  auto fail = [&](auto&&... parts) {
+    return absl::InternalError(
+        absl::StrCat("Allocator '", name_, "': ", parts...));
+  };
+
+  // --- Each component alone -------------------------------------------------
+  if (absl::Status s = chunks_.Validate(); !s.ok()) return fail(s.message());
+  if (absl::Status s = region_manager_.Validate(); !s.ok()) {
+    return fail(s.message());
+  }
+  for (BinNum b = 0; b < kNumBins; ++b) {
+    if (absl::Status s = bins_[b].Validate(b, &chunks_); !s.ok()) {
+      return fail(s.message());
+    }
+    const bool bit = (non_empty_bins_ >> b) & 1;
+    if (bit == bins_[b].empty()) {
+      return fail("bin ", b, " holds ", bins_[b].size(),
+                  " entries but its bit in the non-empty-bin bitmap is ",
+                  bit ? 1 : 0);
+    }
+  }
+  if ((non_empty_bins_ >> kNumBins) != 0) {
+    return fail("the non-empty-bin bitmap ",
+                absl::StrFormat("0x%x", non_empty_bins_), " has bits past bin ",
+                kNumBins - 1);
+  }
+
+  // --- Invariants 1, 2, 3 (chunk side) and 4: walk every region -------------
+  const auto& regions = region_manager_.regions();
+  size_t region_bytes = 0;
+  size_t chunks_seen = 0;
+  size_t free_chunks = 0;
+  size_t free_bytes = 0;
+  int64_t in_use_bytes = 0;
+  int64_t requested_bytes = 0;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const internal::AllocationRegion& r = regions[i];
+    const std::string region = DescribeRegion(i, r);
+    if (i > 0 && coalesce_regions_ && regions[i - 1].end_addr() == r.addr()) {
+      return fail(DescribeRegion(i - 1, regions[i - 1]), " and ", region,
+                  " are contiguous but not merged (the sub-allocator "
+                  "supports coalescing)");
+    }
+    region_bytes += r.memory_size();
+    uintptr_t expected = r.addr();
+    ChunkHandle prev = kInvalidChunkHandle;
+    bool prev_free = false;
+    // RegionManager::Validate vouched for a chunk mapped at the base.
+    for (ChunkHandle h = region_manager_.get_handle(r.ptr());
+         h != kInvalidChunkHandle;) {
+      if (!chunks_.InRange(h)) {
+        return fail(region, ": chunk ", prev, " links to handle ", h,
+                    ", out of range (", chunks_.capacity(), " chunk slots)");
+      }
+      if (++chunks_seen > chunks_.num_live()) {
+        return fail(region, ": the chunk lists reach more than the ",
+                    chunks_.num_live(), " live chunks (a loop?) at chunk ", h);
+      }
+      const Chunk& c = chunks_[h];
+      if (c.ptr == nullptr || c.size == 0) {
+        return fail(region, ": chunk ", prev, " links to handle ", h,
+                    ", a recycled slot");
+      }
+      if (c.addr() != expected) {
+        return fail(region, ": ", DescribeChunk(h, c), " should start at ",
+                    absl::StrFormat("0x%x", expected));
+      }
+      if (c.prev != prev) {
+        return fail(region, ": ", DescribeChunk(h, c), " has prev ",
+                    c.prev == kInvalidChunkHandle ? std::string("none")
+                                                  : absl::StrCat(c.prev),
+                    ", expected ",
+                    prev == kInvalidChunkHandle ? std::string("none")
+                                                : absl::StrCat(prev));
+      }
+      if (c.size % kMinAllocationSize != 0 ||
+          c.addr() % kMinAllocationSize != 0) {
+        return fail(region, ": ", DescribeChunk(h, c),
+                    " has a size or start that is not a multiple of ",
+                    kMinAllocationSize);
+      }
+      if (c.end_addr() > r.end_addr() || c.end_addr() < c.addr()) {
+        return fail(region, ": ", DescribeChunk(h, c),
+                    " runs past the region's end");
+      }
+      // Invariant 4: the region map resolves the chunk's start to it.
+      const ChunkHandle mapped = region_manager_.get_handle(c.ptr);
+      if (mapped != h) {
+        return fail(region, ": the region map resolves the start of ",
+                    DescribeChunk(h, c), " to handle ",
+                    mapped == kInvalidChunkHandle ? std::string("none")
+                                                  : absl::StrCat(mapped));
+      }
+      if (c.in_use()) {
+        if (c.allocation_id <= 0 || c.allocation_id >= next_allocation_id_) {
+          return fail(region, ": ", DescribeChunk(h, c),
+                      " has an allocation id outside [1, ", next_allocation_id_,
+                      ")");
+        }
+        if (c.requested_size == 0 || c.requested_size > c.size) {
+          return fail(region, ": ", DescribeChunk(h, c),
+                      " has a requested size outside (0, size]");
+        }
+        in_use_bytes += static_cast<int64_t>(c.size);
+        requested_bytes += static_cast<int64_t>(c.requested_size);
+        prev_free = false;
+      } else {
+        // Invariant 2: coalescing is complete.
+        if (prev_free) {
+          return fail(region, ": ", DescribeChunk(h, c), " and its free prev ",
+                      DescribeChunk(prev, chunks_[prev]), " are not merged");
+        }
+        if (c.requested_size != 0) {
+          return fail(region, ": free ", DescribeChunk(h, c),
+                      " keeps a requested size");
+        }
+        // Invariant 3: every free chunk is in the bin its size names.
+        const BinNum b = BinNumForSize(c.size);
+        if (!bins_[b].Contains(c.size, c.ptr)) {
+          return fail(region, ": free ", DescribeChunk(h, c),
+                      " is missing from bin ", b);
+        }
+        ++free_chunks;
+        free_bytes += c.size;
+        prev_free = true;
+      }
+      expected = c.end_addr();
+      prev = h;
+      h = c.next;
+    }
+    if (expected != r.end_addr()) {
+      return fail(region, ": its chunks end at ",
+                  absl::StrFormat("0x%x", expected));
+    }
+  }
+  // Every live chunk was reached, and the map holds nothing else (it maps no
+  // start twice: ChunkMap::Validate).
+  if (chunks_seen != chunks_.num_live()) {
+    return fail(chunks_.num_live(), " live chunks but ", chunks_seen,
+                " reachable from the regions");
+  }
+  if (region_manager_.num_handles() != chunks_seen) {
+    return fail("the region map holds ", region_manager_.num_handles(),
+                " chunk starts for ", chunks_seen, " chunks");
+  }
+  // Invariant 3, from the bins' side: each entry names a free chunk
+  // (Bin::Validate) and each free chunk has an entry (above); equal counts
+  // make that a one-to-one match.
+  size_t bin_entries = 0;
+  size_t bin_bytes = 0;
+  for (const internal::Bin& bin : bins_) {
+    bin_entries += bin.size();
+    bin_bytes += bin.total_bytes();
+  }
+  if (bin_entries != free_chunks || bin_bytes != free_bytes) {
+    return fail("the bins hold ", bin_entries, " chunks / ", bin_bytes,
+                " bytes; the regions have ", free_chunks, " free chunks / ",
+                free_bytes, " bytes");
+  }
+
+  // --- Invariant 5: stats agree with the chunks and regions -----------------
+  if (stats_.bytes_in_use != in_use_bytes) {
+    return fail("bytes_in_use is ", stats_.bytes_in_use,
+                " but in-use chunks sum to ", in_use_bytes);
+  }
+  if (stats_.peak_bytes_in_use < stats_.bytes_in_use) {
+    return fail("peak_bytes_in_use ", stats_.peak_bytes_in_use,
+                " < bytes_in_use ", stats_.bytes_in_use);
+  }
+  if (stats_.bytes_requested_in_use != requested_bytes) {
+    return fail("bytes_requested_in_use is ", stats_.bytes_requested_in_use,
+                " but in-use chunks asked for ", requested_bytes);
+  }
+  const size_t live_allocations = chunks_seen - free_chunks;
+  if (opts_.record_allocation_sites && sites_.size() != live_allocations) {
+    return fail(sites_.size(), " allocation sites recorded for ",
+                live_allocations, " live allocations");
+  }
+  if (region_bytes != total_region_allocated_bytes_ ||
+      static_cast<int64_t>(region_bytes) != *stats_.pool_bytes) {
+    return fail("regions sum to ", region_bytes, " bytes but pool_bytes is ",
+                *stats_.pool_bytes, " and the running total ",
+                total_region_allocated_bytes_);
+  }
+  if (region_bytes > memory_limit_) {
+    return fail("the pool of ", region_bytes, " bytes exceeds the limit of ",
+                memory_limit_);
+  }
+  if (*stats_.peak_pool_bytes < *stats_.pool_bytes) {
+    return fail("peak_pool_bytes ", *stats_.peak_pool_bytes, " < pool_bytes ",
+                *stats_.pool_bytes);
+  }
+  if (stats_.num_allocs < 0 || stats_.largest_alloc_size < 0 ||
+      stats_.num_retries < 0) {
+    return fail("negative counters: num_allocs ", stats_.num_allocs,
+                ", largest_alloc_size ", stats_.largest_alloc_size,
+                ", num_retries ", stats_.num_retries);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bfc

@@ -1,0 +1,372 @@
+// File: tests/allocator_validate_test.cc
+// Allocator::Validate composes the components' validators and adds the
+// invariants across them; these tests corrupt one thing at a time through a
+// peer and expect the exact message, then undo it and expect OK again. Also
+// the check ladder itself: BFC_DCHECK at level >= 1, Validate() after every
+// mutating call at level 2.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/allocator.h"
+#include "bfc/internal/bin.h"
+#include "bfc/internal/check.h"
+#include "bfc/virtual_sub_allocator.h"
+#include "gtest/gtest.h"
+
+namespace bfc {
+
+// Reaches an Allocator's state to corrupt it on purpose (a friend). Tests are
+// single-threaded, so the lock is not taken; Validate() takes it.
+class AllocatorTestPeer {
+ public:
+  explicit AllocatorTestPeer(Allocator& a) : a_(a) {}
+  internal::ChunkTable& chunks() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.chunks_;
+  }
+  internal::Bin& bin(int b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.bins_[b];
+  }
+  uint32_t& non_empty_bins() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.non_empty_bins_;
+  }
+  internal::RegionManager& region_manager() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.region_manager_;
+  }
+  AllocatorStats& stats() ABSL_NO_THREAD_SAFETY_ANALYSIS { return a_.stats_; }
+  internal::ChunkHandle HandleOf(const void* p) {
+    return region_manager().get_handle(p);
+  }
+
+ private:
+  Allocator& a_;
+};
+
+namespace {
+
+using internal::BinNumForSize;
+using internal::ChunkHandle;
+
+constexpr size_t kRegion = size_t{2} << 20;  // the first region with growth
+
+// One 2 MiB region tiled by p1 (1024 bytes, in use), p2 (2048, in use) and
+// the free rest, on a coalescing VirtualSubAllocator (no memory touched).
+class AllocatorValidateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Allocator::Options o;
+    o.allow_retry_on_failure = false;
+    alloc_ = std::make_unique<Allocator>(
+        std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+        /*total_memory=*/size_t{64} << 20, "test", o);
+    p1_ = alloc_->AllocateRaw(kMinAllocationSize, 1000);
+    p2_ = alloc_->AllocateRaw(kMinAllocationSize, 2000);
+    ASSERT_NE(p1_, nullptr);
+    ASSERT_NE(p2_, nullptr);
+    peer_ = std::make_unique<AllocatorTestPeer>(*alloc_);
+    h1_ = peer_->HandleOf(p1_);
+    h2_ = peer_->HandleOf(p2_);
+    rest_ = static_cast<char*>(p2_) + 2048;
+    hr_ = peer_->HandleOf(rest_);
+    ASSERT_EQ(static_cast<char*>(p1_) + 1024, p2_);
+    ASSERT_NE(hr_, internal::kInvalidChunkHandle);
+    ASSERT_TRUE(alloc_->Validate().ok());
+  }
+  void TearDown() override {
+    // Every test undoes its corruption.
+    const absl::Status s = alloc_->Validate();
+    EXPECT_TRUE(s.ok()) << s;
+    for (void* p : {p1_, p2_}) {
+      if (alloc_->AllocatedSize(p) > 0) alloc_->DeallocateRaw(p);
+    }
+  }
+
+  std::string Region() const {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(p1_);
+    return absl::StrFormat("region 0 [0x%x, 0x%x)", base, base + kRegion);
+  }
+  std::string Chunk(ChunkHandle h) {
+    return absl::StrCat("chunk ", h, " ", peer_->chunks()[h].DebugString());
+  }
+  absl::Status Error(absl::string_view what) {
+    return absl::InternalError(absl::StrCat("Allocator 'test': ", what));
+  }
+  void SetBit(internal::BinNum b, bool on) {
+    if (on) {
+      peer_->non_empty_bins() |= uint32_t{1} << b;
+    } else {
+      peer_->non_empty_bins() &= ~(uint32_t{1} << b);
+    }
+  }
+
+  std::unique_ptr<Allocator> alloc_;
+  std::unique_ptr<AllocatorTestPeer> peer_;
+  void* p1_ = nullptr;
+  void* p2_ = nullptr;
+  void* rest_ = nullptr;
+  ChunkHandle h1_ = 0, h2_ = 0, hr_ = 0;
+};
+
+TEST_F(AllocatorValidateTest, HealthyAllocatorsValidate) {
+  // Splits, merges, growth, over-aligned requests, release.
+  void* big = alloc_->AllocateRaw(kMinAllocationSize, 5 << 20);
+  void* aligned = alloc_->AllocateRaw(size_t{1} << 16, 3000);
+  ASSERT_NE(big, nullptr);
+  ASSERT_NE(aligned, nullptr);
+  EXPECT_TRUE(alloc_->Validate().ok());
+  alloc_->DeallocateRaw(big);
+  alloc_->DeallocateRaw(aligned);
+  EXPECT_TRUE(alloc_->Validate().ok());
+  alloc_->DeallocateRaw(p1_);
+  alloc_->DeallocateRaw(p2_);
+  EXPECT_GT(alloc_->ReleaseFreeRegions(), 0u);
+  EXPECT_TRUE(alloc_->Validate().ok());
+}
+
+// --- A component's message, under the allocator's name ---------------------
+
+TEST_F(AllocatorValidateTest, BinComponent) {
+  // An entry naming the in-use p1 in bin 4.
+  ASSERT_TRUE(peer_->bin(4).Insert(4096, p1_, h1_));
+  SetBit(4, true);
+  EXPECT_EQ(
+      alloc_->Validate(),
+      Error(absl::StrFormat("Bin 4: entry 0 (handle %d, ptr %p, size "
+                            "4096) is in use: %s",
+                            h1_, p1_, peer_->chunks()[h1_].DebugString())));
+  ASSERT_TRUE(peer_->bin(4).Erase(4096, p1_));
+  SetBit(4, false);
+}
+
+TEST_F(AllocatorValidateTest, RegionManagerComponent) {
+  // A region no chunk tiles, well away from the real one.
+  char* far = static_cast<char*>(p1_) + (size_t{16} << 20);
+  peer_->region_manager().AddAllocationRegion(far, 4096);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(far);
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("RegionManager: region 1 [0x%x, 0x%x) has "
+                                  "no chunk mapped at its base",
+                                  a, a + 4096)));
+  ASSERT_TRUE(peer_->region_manager().RemoveAllocationRegion(far));
+}
+
+// --- Cross-structure invariants --------------------------------------------
+
+TEST_F(AllocatorValidateTest, LiveChunkReachableFromNoRegion) {
+  const ChunkHandle leaked = peer_->chunks().Allocate();
+  EXPECT_EQ(alloc_->Validate(),
+            Error("4 live chunks but 3 reachable from the regions"));
+  peer_->chunks().Deallocate(leaked);
+}
+
+TEST_F(AllocatorValidateTest, ChunksMustTileTheRegion) {
+  peer_->chunks()[h2_].size += 256;
+  EXPECT_EQ(
+      alloc_->Validate(),
+      Error(absl::StrFormat("%s: %s should start at 0x%x", Region(), Chunk(hr_),
+                            reinterpret_cast<uintptr_t>(rest_) + 256)));
+  peer_->chunks()[h2_].size -= 256;
+}
+
+TEST_F(AllocatorValidateTest, PrevAndNextAreMutual) {
+  peer_->chunks()[hr_].prev = h1_;
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: %s has prev %d, expected %d", Region(),
+                                  Chunk(hr_), h1_, h2_)));
+  peer_->chunks()[hr_].prev = h2_;
+}
+
+TEST_F(AllocatorValidateTest, NoTwoNeighboursAreBothFree) {
+  // p2 marked free and binned, but not merged with the free rest.
+  internal::Chunk& c = peer_->chunks()[h2_];
+  const int64_t id = c.allocation_id;
+  const size_t requested = c.requested_size;
+  c.allocation_id = -1;
+  c.requested_size = 0;
+  const internal::BinNum b = BinNumForSize(2048);
+  ASSERT_TRUE(peer_->bin(b).Insert(2048, p2_, h2_));
+  SetBit(b, true);
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: %s and its free prev %s are not merged",
+                                  Region(), Chunk(hr_), Chunk(h2_))));
+  ASSERT_TRUE(peer_->bin(b).Erase(2048, p2_));
+  SetBit(b, false);
+  c.allocation_id = id;
+  c.requested_size = requested;
+}
+
+TEST_F(AllocatorValidateTest, EveryFreeChunkIsInItsBin) {
+  const size_t size = peer_->chunks()[hr_].size;
+  const internal::BinNum b = BinNumForSize(size);
+  ASSERT_TRUE(peer_->bin(b).Erase(size, rest_));
+  SetBit(b, false);
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: free %s is missing from bin %d",
+                                  Region(), Chunk(hr_), b)));
+  ASSERT_TRUE(peer_->bin(b).Insert(size, rest_, hr_));
+  SetBit(b, true);
+}
+
+TEST_F(AllocatorValidateTest, TheMapResolvesEveryChunk) {
+  ASSERT_TRUE(peer_->region_manager().erase(p2_));
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: the region map resolves the start of %s "
+                                  "to handle none",
+                                  Region(), Chunk(h2_))));
+  peer_->region_manager().set_handle(p2_, h2_);
+}
+
+TEST_F(AllocatorValidateTest, AllocationIdsComeFromHistory) {
+  peer_->chunks()[h1_].allocation_id = 99;
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: %s has an allocation id outside [1, 3)",
+                                  Region(), Chunk(h1_))));
+  peer_->chunks()[h1_].allocation_id = 1;
+}
+
+TEST_F(AllocatorValidateTest, NonEmptyBinBitmap) {
+  SetBit(0, true);
+  EXPECT_EQ(alloc_->Validate(),
+            Error("bin 0 holds 0 entries but its bit in the non-empty-bin "
+                  "bitmap is 1"));
+  SetBit(0, false);
+}
+
+TEST_F(AllocatorValidateTest, StatsAgreeWithTheChunks) {
+  peer_->stats().bytes_in_use += 256;
+  EXPECT_EQ(alloc_->Validate(),
+            Error("bytes_in_use is 3328 but in-use chunks sum to 3072"));
+  peer_->stats().bytes_in_use -= 256;
+  *peer_->stats().pool_bytes += 256;
+  EXPECT_EQ(alloc_->Validate(),
+            Error("regions sum to 2097152 bytes but pool_bytes is 2097408 and "
+                  "the running total 2097152"));
+  *peer_->stats().pool_bytes -= 256;
+  peer_->stats().bytes_requested_in_use = 1;
+  EXPECT_EQ(alloc_->Validate(),
+            Error("bytes_requested_in_use is 1 but in-use chunks asked for "
+                  "3000"));
+  peer_->stats().bytes_requested_in_use = 3000;
+}
+
+// --- The ladder ------------------------------------------------------------
+
+TEST(CheckLadderTest, LevelIsOneOfTheLadder) {
+  EXPECT_GE(BFC_CHECK_LEVEL, 0);
+  EXPECT_LE(BFC_CHECK_LEVEL, 2);
+}
+
+TEST(CheckLadderTest, ArgumentsAreEvaluatedOnlyWhenChecking) {
+  int n = 0;
+  BFC_DCHECK(++n == 1);
+  BFC_DCHECK_EQ(++n, 2);
+  EXPECT_EQ(n, BFC_CHECK_LEVEL >= 1 ? 2 : 0);
+}
+
+#if BFC_CHECK_LEVEL >= 1
+
+TEST(CheckLadderDeathTest, AFailedCheckPrintsOneLineAndAborts) {
+  EXPECT_DEATH(BFC_DCHECK(1 + 1 == 3),
+               "bfc: check failed at .*allocator_validate_test\\.cc:[0-9]+: "
+               "1 \\+ 1 == 3\n");
+  EXPECT_DEATH(BFC_DCHECK_EQ(1 + 1, 3),
+               "bfc: check failed at .*allocator_validate_test\\.cc:[0-9]+: "
+               "1 \\+ 1 == 3 \\(2 vs\\. 3\\)\n");
+  const void* a = reinterpret_cast<const void*>(0x1000);
+  const void* b = reinterpret_cast<const void*>(0x2000);
+  EXPECT_DEATH(BFC_DCHECK_EQ(a, b), ": a == b \\(0x1000 vs\\. 0x2000\\)");
+  EXPECT_DEATH(BFC_DCHECK_LT(size_t{5}, size_t{3}),
+               ": size_t\\{5\\} < size_t\\{3\\} \\(5 vs\\. 3\\)");
+}
+
+// A free chunk taken out of its bin behind the allocator's back: freeing its
+// neighbour tries to take it out again, and the level-1 check on the bin's
+// erase stops there.
+TEST_F(AllocatorValidateTest, CheapChecksCatchABrokenBinOnFree) {
+  const size_t size = peer_->chunks()[hr_].size;
+  const internal::BinNum b = BinNumForSize(size);
+  EXPECT_DEATH(
+      {
+        (void)peer_->bin(b).Erase(size, rest_);
+        SetBit(b, false);
+        alloc_->DeallocateRaw(p2_);
+      },
+      "bfc: check failed at .*allocator\\.cc:[0-9]+: erased\n");
+}
+
+#else  // BFC_CHECK_LEVEL == 0
+
+TEST(CheckLadderTest, FailedChecksCompileToNothing) {
+  BFC_DCHECK(1 + 1 == 3);
+  BFC_DCHECK_EQ(1 + 1, 3);
+  SUCCEED();
+}
+
+#endif  // BFC_CHECK_LEVEL >= 1
+
+#if BFC_CHECK_LEVEL >= 2
+
+// Every mutating public call ends with Validate(): a corruption (here, of
+// bytes_in_use) aborts the next call, and the message says which.
+TEST_F(AllocatorValidateTest, EveryMutatingCallValidatesAtLevel2) {
+  const struct {
+    const char* where;
+    std::function<void(Allocator&, void* p2)> call;
+  } calls[] = {
+      {"AllocateRaw", [](Allocator& a, void*) { a.AllocateRaw(256, 100); }},
+      {"Deallocate", [](Allocator& a, void* p) { a.DeallocateRaw(p); }},
+      {"ClearStats", [](Allocator& a, void*) { (void)a.ClearStats(); }},
+      {"ResetPeakStats", [](Allocator& a, void*) { a.ResetPeakStats(); }},
+      {"ReleaseFreeRegions",
+       [](Allocator& a, void*) { (void)a.ReleaseFreeRegions(); }},
+      {"AllocateRaw \\(invalid request\\)",
+       [](Allocator& a, void*) { a.AllocateRaw(3, 100); }},
+      {"Allocate \\(invalid request\\)",
+       [](Allocator& a, void*) { (void)a.Allocate(100, 3); }},
+      {"DeallocateRaw \\(invalid pointer\\)",
+       [](Allocator& a, void* p) {
+         a.DeallocateRaw(static_cast<char*>(p) + 8);
+       }},
+      {"Deallocate \\(invalid pointer\\)",
+       [](Allocator& a, void* p) {
+         (void)a.Deallocate(static_cast<char*>(p) + 8);
+       }},
+      {"AllocateRaw \\(out of memory\\)",
+       [](Allocator& a, void*) { a.AllocateRaw(256, size_t{1} << 30); }},
+  };
+  for (const auto& c : calls) {
+    EXPECT_DEATH(
+        {
+          peer_->stats().bytes_in_use += 256;
+          c.call(*alloc_, p2_);
+        },
+        absl::StrCat("bfc: check failed at .*allocator_validate\\.cc:[0-9]+: "
+                     "Validate\\(\\) after ",
+                     c.where,
+                     ": Allocator 'test': bytes_in_use is [0-9]+ but in-use "
+                     "chunks sum to [0-9]+\n"))
+        << c.where;
+  }
+}
+
+#else  // BFC_CHECK_LEVEL < 2
+
+// Below level 2 nothing validates on its own: the corruption shows only when
+// Validate() is asked.
+TEST_F(AllocatorValidateTest, NoAutomaticValidationBelowLevel2) {
+  peer_->stats().bytes_in_use += 256;
+  (void)alloc_->ClearStats();
+  alloc_->ResetPeakStats();
+  EXPECT_FALSE(alloc_->Validate().ok());
+  peer_->stats().bytes_in_use -= 256;
+  alloc_->ResetPeakStats();
+}
+
+#endif  // BFC_CHECK_LEVEL >= 2
+
+}  // namespace
+}  // namespace bfc
