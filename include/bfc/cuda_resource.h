@@ -5,7 +5,9 @@
 // `cuda::mr` concepts (RMM, CUDA C++ containers, cuda::mr::resource_ref).
 // Available when bfc is built with CUDA (BFC_HAVE_CUDA); needs the CCCL
 // headers the CUDA toolkit ships (CUDA 13: <toolkit>/include/cccl) and compiles
-// as plain C++17 with g++ or clang, no nvcc.
+// as plain C++17 with g++ or clang, no nvcc. With CMake, link the target
+// bfc::cuda_resource (find_package(bfc)): it carries that include directory
+// and the CUDA runtime this header calls.
 //
 //   bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),
 //                       /*total_memory=*/size_t{8} << 30, "gpu0");
