@@ -189,51 +189,72 @@ class Allocator {
   using ChunkHandle = internal::ChunkHandle;
   using BinNum = internal::BinNum;
 
+  // --- The allocation path (src/core/allocator.cc tells it in order) -------
   enum class RequestCheck { kOk, kZero, kInvalid };
-  // Validates a request; fills *rounded and *error on failure.
+  // Validates a request; fills *rounded, or *error when it is invalid.
   RequestCheck CheckRequest(size_t alignment, size_t num_bytes, size_t* rounded,
                             std::string* error) const;
-
-  // The locked best-fit search for a plainly valid request, or nullptr
-  // (nothing changed) when the request needs the full path.
-  void* TryAllocateFromBins(size_t alignment, size_t num_bytes)
+  // One lock, FindChunk + AllocateChunk for a plainly valid request; nullptr
+  // (nothing changed) when the request needs AllocateSlow.
+  void* AllocateFast(size_t alignment, size_t num_bytes)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // AllocateRaw's full path: request checks, growth, retry, OOM reporting.
-  void* AllocateRawSlow(size_t alignment, size_t num_bytes,
-                        const AllocationAttributes& attr)
+  // AllocateRaw's full path: CheckRequest, then AllocateOrFail.
+  void* AllocateSlow(size_t alignment, size_t num_bytes,
+                     const AllocationAttributes& attr)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  void* AllocateRawInternal(size_t alignment, size_t num_bytes, size_t rounded,
-                            bool dump_log_on_failure)
+  // A checked request: one attempt, or attempts until retry_timeout while
+  // other threads free; on failure counts and logs the out-of-memory.
+  void* AllocateOrFail(size_t alignment, size_t num_bytes, size_t rounded,
+                       const AllocationAttributes& attr)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // One attempt (TF: AllocateRawInternal): FindChunk, else Extend, else give
+  // free regions back and Extend; nullptr when all fail.
+  void* AllocateLocked(size_t alignment, size_t num_bytes, size_t rounded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // A request that passed CheckRequest: retry path or a single attempt.
-  void* AllocateChecked(size_t alignment, size_t num_bytes, size_t rounded,
-                        const AllocationAttributes& attr)
-      ABSL_LOCKS_EXCLUDED(mutex_);
-  void* AllocateWithRetry(size_t alignment, size_t num_bytes, size_t rounded,
-                          const AllocationAttributes& attr)
-      ABSL_LOCKS_EXCLUDED(mutex_);
-  void* FindChunkPtr(BinNum bin_num, size_t alignment, size_t rounded_bytes,
-                     size_t num_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Best fit for `rounded_bytes` at `alignment`, taken out of its bin, or
+  // kInvalidChunkHandle (nothing changed).
+  ChunkHandle FindChunk(size_t alignment, size_t rounded_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Hands out the free, unbinned chunk `h` from FindChunk: splits off the
+  // alignment prefix and a remainder worth keeping, marks it in use, counts.
+  void* AllocateChunk(ChunkHandle h, size_t alignment, size_t rounded_bytes,
+                      size_t num_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A new region from the sub-allocator big enough for the request (growth
+  // policy, limit, 0.9x back-off); false when none can be had.
   [[nodiscard]] bool Extend(size_t alignment, size_t rounded_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // With Options::garbage_collection: gives fully-free regions back before
+  // the last Extend attempt; true when it released any.
   [[nodiscard]] bool DeallocateFreeRegions(size_t rounded_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ReleaseFreeRegions' body: bytes given back.
   size_t ReleaseFreeRegionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
+  // --- Chunks and bins -----------------------------------------------------
   // Cuts chunk `h` after `num_bytes`; returns the new (free, unbinned)
   // remainder's handle.
   ChunkHandle SplitChunk(ChunkHandle h, size_t num_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Joins free neighbour h2 into h1 (both out of their bins); h2 is deleted.
   void Merge(ChunkHandle h1, ChunkHandle h2)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Forgets chunk h: its map entry and its table slot.
   void DeleteChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Merges free chunk h with a free next, then a free previous neighbour
+  // (TF's order); returns the surviving handle, not yet binned.
   ChunkHandle TryToCoalesce(ChunkHandle h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Puts free chunk h into the bin its size names and marks that bin
+  // non-empty.
   void InsertFreeChunkIntoBin(ChunkHandle h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Takes free chunk h out of its bin (by key) before it merges or is used.
   void RemoveFreeChunkFromBin(ChunkHandle h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Marks in-use chunk h free and takes it out of the stats; no merging.
   void MarkFree(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  // --- Frees, bad input, out-of-memory reports -----------------------------
 
   // The live in-use chunk starting at `ptr`, or kInvalidChunkHandle.
   ChunkHandle InUseChunk(const void* ptr) const
@@ -244,17 +265,28 @@ class Allocator {
   // Frees the live chunk `h` (from InUseChunk): coalesces, bins, wakes
   // waiters.
   void FreeChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Logs a caller's mistake (an invalid free or request); aborts only with
+  // Options::abort_on_invalid_input.
   void ReportInvalid(const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
+  // The largest free chunk's size (0 when nothing is free), from the top
+  // non-empty bin.
   size_t LargestFreeChunkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The ResourceExhausted text: what was asked, in use, pool, limit,
+  // largest free chunk.
   std::string OomMessage(size_t num_bytes, size_t rounded,
                          size_t alignment) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Logs OomMessage, the occupancy picture and TF's memory log, at most
+  // Options::max_oom_logs times per allocator.
   void LogOom(size_t num_bytes, size_t rounded, size_t alignment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // RenderOccupancy's body.
   std::string RenderOccupancyLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  // --- Checks (src/core/allocator_validate.cc) -----------------------------
   // Validate's body (src/core/allocator_validate.cc).
   [[nodiscard]] absl::Status ValidateLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -269,22 +301,26 @@ class Allocator {
     (void)where;
 #endif
   }
+  // ValidateLocked, and a check failure naming `where` on a violation.
   void ValidateOrDie(const char* where) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  // Observability (src/memory_dump.cc). Sites are raw frames until a report
-  // symbolizes them.
+  // --- Snapshots and sites (src/core/allocator_snapshot.cc) ----------------
+  // Sites are raw frames until a report symbolizes them.
   struct RawStack {
     int depth = 0;
     void* frames[32];
   };
+  // Captures the caller's stack for a new allocation (record_allocation_sites).
   void RecordAllocationSite(int64_t allocation_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Drops the stack of a freed allocation.
   void ForgetAllocationSite(int64_t allocation_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // `sites`: symbolize allocation sites (slow; error paths and dumps only).
   MemoryDump RecordMemoryMapLocked(bool sites) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // MemoryLog's body (TF's DumpMemoryLog text, sites symbolized).
   std::string MemoryLogLocked(size_t num_bytes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The destructor's leak report: the largest live chunks and their sites.

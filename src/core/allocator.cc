@@ -167,37 +167,62 @@ Allocator::RequestCheck Allocator::CheckRequest(size_t alignment,
 }
 
 // --- Allocation --------------------------------------------------------------
+//
+// The path, in the order a request meets it:
+//
+//   AllocateRaw / Allocate
+//     AllocateFast     a plainly valid request served by a free chunk: one
+//                      lock, FindChunk + AllocateChunk, nothing else
+//     AllocateSlow     everything else: CheckRequest (zero, bad alignment,
+//                      overflow), then AllocateOrFail
+//   AllocateOrFail     one attempt, or (retry on) attempts until
+//                      retry_timeout as other threads free; then the OOM
+//                      count and log
+//   AllocateLocked     one attempt (TF: AllocateRawInternal): FindChunk;
+//                      else Extend and FindChunk; else give fully-free
+//                      regions back, Extend and FindChunk
+//   FindChunk          best fit: the first chunk >= the request in size,
+//                      address order, from the request's bin upward; taken
+//                      out of its bin
+//   AllocateChunk      splits off an alignment prefix and a remainder worth
+//                      keeping (TF's split rule), marks the chunk in use,
+//                      counts it
+//   Extend             a new region from the sub-allocator (growth policy,
+//                      limit, back-off on failure)
 
 // Fast path: a valid request at the default alignment that an existing free
-// chunk satisfies. FindChunkPtr changes nothing when it fails, so a miss falls
-// through to AllocateRawSlow, which checks the request in full and repeats the
-// search before growing (or waiting), exactly as without this path.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::TryAllocateFromBins(
+// chunk satisfies. FindChunk changes nothing when it finds nothing, so a miss
+// falls through to AllocateSlow, which checks the request in full and repeats
+// the search before growing (or waiting), exactly as without this path.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
     size_t alignment, size_t num_bytes) {
   if (alignment <= kMinAllocationSize && IsPowerOfTwo(alignment) &&
       num_bytes - 1 < internal::kMaxRoundableBytes) {
     const size_t rounded = RoundedBytes(num_bytes);
     internal::MutexLock lock(&mutex_);
-    return FindChunkPtr(BinNumForSize(rounded), alignment, rounded, num_bytes);
+    const ChunkHandle h = FindChunk(alignment, rounded);
+    if (h != kInvalidChunkHandle) {
+      return AllocateChunk(h, alignment, rounded, num_bytes);
+    }
   }
   return nullptr;
 }
 
 void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes) {
-  void* ptr = TryAllocateFromBins(alignment, num_bytes);
+  void* ptr = AllocateFast(alignment, num_bytes);
   if (ABSL_PREDICT_TRUE(ptr != nullptr)) return ptr;
-  return AllocateRawSlow(alignment, num_bytes, AllocationAttributes());
+  return AllocateSlow(alignment, num_bytes, AllocationAttributes());
 }
 
 void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
                              const AllocationAttributes& attr) {
-  void* ptr = TryAllocateFromBins(alignment, num_bytes);
+  void* ptr = AllocateFast(alignment, num_bytes);
   if (ABSL_PREDICT_TRUE(ptr != nullptr)) return ptr;
-  return AllocateRawSlow(alignment, num_bytes, attr);
+  return AllocateSlow(alignment, num_bytes, attr);
 }
 
-void* Allocator::AllocateRawSlow(size_t alignment, size_t num_bytes,
-                                 const AllocationAttributes& attr) {
+void* Allocator::AllocateSlow(size_t alignment, size_t num_bytes,
+                              const AllocationAttributes& attr) {
   size_t rounded = 0;
   std::string error;
   switch (CheckRequest(alignment, num_bytes, &rounded, &error)) {
@@ -213,7 +238,7 @@ void* Allocator::AllocateRawSlow(size_t alignment, size_t num_bytes,
     case RequestCheck::kOk:
       break;
   }
-  return AllocateChecked(alignment, num_bytes, rounded, attr);
+  return AllocateOrFail(alignment, num_bytes, rounded, attr);
 }
 
 absl::StatusOr<void*> Allocator::Allocate(size_t num_bytes, size_t alignment,
@@ -235,79 +260,63 @@ absl::StatusOr<void*> Allocator::Allocate(size_t num_bytes, size_t alignment,
     case RequestCheck::kOk:
       break;
   }
-  void* ptr = AllocateChecked(alignment, num_bytes, rounded, attr);
+  void* ptr = AllocateOrFail(alignment, num_bytes, rounded, attr);
   if (ptr != nullptr) return ptr;
   internal::MutexLock lock(&mutex_);
   return absl::ResourceExhaustedError(
       OomMessage(num_bytes, rounded, alignment));
 }
 
-void* Allocator::AllocateChecked(size_t alignment, size_t num_bytes,
-                                 size_t rounded,
-                                 const AllocationAttributes& attr) {
+void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
+                                size_t rounded,
+                                const AllocationAttributes& attr) {
+  internal::MutexLock lock(&mutex_);
+  void* ptr = AllocateLocked(alignment, num_bytes, rounded);
+  if (ptr != nullptr) return ptr;
   // Waiting cannot help a request larger than the whole limit.
   if (opts_.allow_retry_on_failure && attr.retry_on_failure &&
       rounded <= memory_limit_) {
-    return AllocateWithRetry(alignment, num_bytes, rounded, attr);
-  }
-  internal::MutexLock lock(&mutex_);
-  void* ptr = AllocateRawInternal(alignment, num_bytes, rounded,
-                                  /*dump_log_on_failure=*/true);
-  if (ptr == nullptr) {
-    ++stats_.num_ooms;
-    // TF logs non-retryable failures too: the caller may have a fallback,
-    // but the user may want to know memory was short.
-    LogOom(num_bytes, rounded, alignment);
-    MaybeValidate("AllocateRaw (out of memory)");
-  }
-  return ptr;
-}
-
-void* Allocator::AllocateWithRetry(size_t alignment, size_t num_bytes,
-                                   size_t rounded,
-                                   const AllocationAttributes& attr) {
-  internal::MutexLock lock(&mutex_);
-  void* ptr = AllocateRawInternal(alignment, num_bytes, rounded, false);
-  if (ptr != nullptr) return ptr;
-  // Only a request that failed once pays for reading the clock.
-  const absl::Time deadline = absl::Now() + opts_.retry_timeout;
-  for (;;) {
-    if (absl::Now() >= deadline) break;
-    // Every free signals the condition variable while someone waits, so each
-    // free gets the waiter one more attempt, as TF's AllocatorRetry does.
-    ++num_waiters_;
-    ++stats_.num_retries;
-    freed_cv_.WaitWithDeadline(&mutex_, deadline);
-    --num_waiters_;
-    ptr = AllocateRawInternal(alignment, num_bytes, rounded, false);
-    if (ptr != nullptr) return ptr;
+    // Only a request that failed once pays for reading the clock.
+    const absl::Time deadline = absl::Now() + opts_.retry_timeout;
+    while (absl::Now() < deadline) {
+      // Every free signals the condition variable while someone waits, so
+      // each free gets the waiter one more attempt, as TF's AllocatorRetry
+      // does.
+      ++num_waiters_;
+      ++stats_.num_retries;
+      freed_cv_.WaitWithDeadline(&mutex_, deadline);
+      --num_waiters_;
+      ptr = AllocateLocked(alignment, num_bytes, rounded);
+      if (ptr != nullptr) return ptr;
+    }
   }
   ++stats_.num_ooms;
+  // TF logs non-retryable failures too: the caller may have a fallback, but
+  // the user may want to know memory was short.
   LogOom(num_bytes, rounded, alignment);
-  MaybeValidate("AllocateRaw (out of memory, after retries)");
+  MaybeValidate("AllocateRaw (out of memory)");
   return nullptr;
 }
 
-void* Allocator::AllocateRawInternal(size_t alignment, size_t num_bytes,
-                                     size_t rounded, bool dump_log_on_failure) {
-  const BinNum bin_num = BinNumForSize(rounded);
-  void* ptr = FindChunkPtr(bin_num, alignment, rounded, num_bytes);
-  if (ptr != nullptr) return ptr;
-  if (Extend(alignment, rounded)) {
-    ptr = FindChunkPtr(bin_num, alignment, rounded, num_bytes);
-    if (ptr != nullptr) return ptr;
+void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
+                                size_t rounded) {
+  ChunkHandle h = FindChunk(alignment, rounded);
+  if (h == kInvalidChunkHandle && Extend(alignment, rounded)) {
+    h = FindChunk(alignment, rounded);
   }
   // Last resort before failing: give fully-free regions back so the
   // sub-allocator can hand out one larger region.
-  if (DeallocateFreeRegions(rounded) && Extend(alignment, rounded)) {
-    ptr = FindChunkPtr(bin_num, alignment, rounded, num_bytes);
-    if (ptr != nullptr) return ptr;
+  if (h == kInvalidChunkHandle && DeallocateFreeRegions(rounded) &&
+      Extend(alignment, rounded)) {
+    h = FindChunk(alignment, rounded);
   }
-  return nullptr;
+  if (h == kInvalidChunkHandle) return nullptr;
+  return AllocateChunk(h, alignment, rounded, num_bytes);
 }
 
-void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
-                              size_t rounded_bytes, size_t num_bytes) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
+    size_t alignment, size_t rounded_bytes) {
+  const BinNum bin_num = BinNumForSize(rounded_bytes);
   const bool over_aligned = alignment > kMinAllocationSize;
   uint32_t candidates = non_empty_bins_ & (~uint32_t{0} << bin_num);
   while (candidates != 0) {
@@ -327,52 +336,56 @@ void* Allocator::FindChunkPtr(BinNum bin_num, size_t alignment,
           &entry);
     }
     if (!found) continue;
-
     // Taken out of its bin with the search's own iterator (no second
     // descent by key).
-    ChunkHandle h = entry.handle;
     BFC_DCHECK_EQ(BinNumForSize(entry.size), b);
-    BFC_DCHECK(!chunks_[h].in_use() && chunks_[h].addr() == entry.addr &&
-               chunks_[h].size == entry.size);
+    BFC_DCHECK(!chunks_[entry.handle].in_use() &&
+               chunks_[entry.handle].addr() == entry.addr &&
+               chunks_[entry.handle].size == entry.size);
     if (bins_[b].empty()) non_empty_bins_ &= ~(uint32_t{1} << b);
-    if (over_aligned) {
-      const size_t pad =
-          AlignUp(chunks_[h].addr(), alignment) - chunks_[h].addr();
-      if (pad > 0) {
-        // The aligned prefix stays free; its previous neighbour is in use
-        // (coalescing is complete), so no merge is possible.
-        BFC_DCHECK(chunks_[h].prev == kInvalidChunkHandle ||
-                   chunks_[chunks_[h].prev].in_use());
-        const ChunkHandle rest = SplitChunk(h, pad);
-        InsertFreeChunkIntoBin(h);
-        h = rest;
-      }
-    }
-    // Split when the remainder is worth keeping: the chunk is at least twice
-    // the request, or the waste would reach the internal-fragmentation cap.
-    const size_t chunk_size = chunks_[h].size;
-    BFC_DCHECK_GE(chunk_size, rounded_bytes);
-    if (chunk_size >= rounded_bytes * 2 ||
-        static_cast<int64_t>(chunk_size - rounded_bytes) >=
-            max_internal_fragmentation_bytes_) {
-      InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
-    }
-    Chunk& c = chunks_[h];
-    c.requested_size = num_bytes;
-    c.allocation_id = next_allocation_id_++;
-    stats_.bytes_requested_in_use += static_cast<int64_t>(num_bytes);
-    if (opts_.record_allocation_sites) RecordAllocationSite(c.allocation_id);
-
-    ++stats_.num_allocs;
-    stats_.bytes_in_use += static_cast<int64_t>(c.size);
-    stats_.peak_bytes_in_use =
-        std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-    stats_.largest_alloc_size =
-        std::max(stats_.largest_alloc_size, static_cast<int64_t>(c.size));
-    MaybeValidate("AllocateRaw");
-    return c.ptr;
+    return entry.handle;
   }
-  return nullptr;
+  return kInvalidChunkHandle;
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
+    ChunkHandle h, size_t alignment, size_t rounded_bytes, size_t num_bytes) {
+  if (alignment > kMinAllocationSize) {
+    const size_t pad =
+        AlignUp(chunks_[h].addr(), alignment) - chunks_[h].addr();
+    if (pad > 0) {
+      // The aligned prefix stays free; its previous neighbour is in use
+      // (coalescing is complete), so no merge is possible.
+      BFC_DCHECK(chunks_[h].prev == kInvalidChunkHandle ||
+                 chunks_[chunks_[h].prev].in_use());
+      const ChunkHandle rest = SplitChunk(h, pad);
+      InsertFreeChunkIntoBin(h);
+      h = rest;
+    }
+  }
+  // Split when the remainder is worth keeping: the chunk is at least twice
+  // the request, or the waste would reach the internal-fragmentation cap.
+  const size_t chunk_size = chunks_[h].size;
+  BFC_DCHECK_GE(chunk_size, rounded_bytes);
+  if (chunk_size >= rounded_bytes * 2 ||
+      static_cast<int64_t>(chunk_size - rounded_bytes) >=
+          max_internal_fragmentation_bytes_) {
+    InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
+  }
+  Chunk& c = chunks_[h];
+  c.requested_size = num_bytes;
+  c.allocation_id = next_allocation_id_++;
+  stats_.bytes_requested_in_use += static_cast<int64_t>(num_bytes);
+  if (opts_.record_allocation_sites) RecordAllocationSite(c.allocation_id);
+
+  ++stats_.num_allocs;
+  stats_.bytes_in_use += static_cast<int64_t>(c.size);
+  stats_.peak_bytes_in_use =
+      std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  stats_.largest_alloc_size =
+      std::max(stats_.largest_alloc_size, static_cast<int64_t>(c.size));
+  MaybeValidate("AllocateRaw");
+  return c.ptr;
 }
 
 bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
