@@ -107,9 +107,11 @@ absl::Status Allocator::ValidateLocked() const {
   int64_t requested_bytes = 0;
   for (size_t i = 0; i < regions.size(); ++i) {
     const internal::AllocationRegion& r = regions[i];
-    const std::string region = DescribeRegion(i, r);
+    // Messages only (formatting on every region would cost more than the
+    // region's checks).
+    auto region = [&] { return DescribeRegion(i, r); };
     if (i > 0 && coalesce_regions_ && regions[i - 1].end_addr() == r.addr()) {
-      return fail(DescribeRegion(i - 1, regions[i - 1]), " and ", region,
+      return fail(DescribeRegion(i - 1, regions[i - 1]), " and ", region(),
                   " are contiguous but not merged (the sub-allocator "
                   "supports coalescing)");
     }
@@ -121,24 +123,24 @@ absl::Status Allocator::ValidateLocked() const {
     for (ChunkHandle h = region_manager_.get_handle(r.ptr());
          h != kInvalidChunkHandle;) {
       if (!chunks_.InRange(h)) {
-        return fail(region, ": chunk ", prev, " links to handle ", h,
+        return fail(region(), ": chunk ", prev, " links to handle ", h,
                     ", out of range (", chunks_.capacity(), " chunk slots)");
       }
       if (++chunks_seen > chunks_.num_live()) {
-        return fail(region, ": the chunk lists reach more than the ",
+        return fail(region(), ": the chunk lists reach more than the ",
                     chunks_.num_live(), " live chunks (a loop?) at chunk ", h);
       }
       const Chunk& c = chunks_[h];
       if (c.ptr == nullptr || c.size == 0) {
-        return fail(region, ": chunk ", prev, " links to handle ", h,
+        return fail(region(), ": chunk ", prev, " links to handle ", h,
                     ", a recycled slot");
       }
       if (c.addr() != expected) {
-        return fail(region, ": ", DescribeChunk(h, c), " should start at ",
+        return fail(region(), ": ", DescribeChunk(h, c), " should start at ",
                     absl::StrFormat("0x%x", expected));
       }
       if (c.prev != prev) {
-        return fail(region, ": ", DescribeChunk(h, c), " has prev ",
+        return fail(region(), ": ", DescribeChunk(h, c), " has prev ",
                     c.prev == kInvalidChunkHandle ? std::string("none")
                                                   : absl::StrCat(c.prev),
                     ", expected ",
@@ -147,30 +149,30 @@ absl::Status Allocator::ValidateLocked() const {
       }
       if (c.size % kMinAllocationSize != 0 ||
           c.addr() % kMinAllocationSize != 0) {
-        return fail(region, ": ", DescribeChunk(h, c),
+        return fail(region(), ": ", DescribeChunk(h, c),
                     " has a size or start that is not a multiple of ",
                     kMinAllocationSize);
       }
       if (c.end_addr() > r.end_addr() || c.end_addr() < c.addr()) {
-        return fail(region, ": ", DescribeChunk(h, c),
+        return fail(region(), ": ", DescribeChunk(h, c),
                     " runs past the region's end");
       }
       // Invariant 4: the region map resolves the chunk's start to it.
       const ChunkHandle mapped = region_manager_.get_handle(c.ptr);
       if (mapped != h) {
-        return fail(region, ": the region map resolves the start of ",
+        return fail(region(), ": the region map resolves the start of ",
                     DescribeChunk(h, c), " to handle ",
                     mapped == kInvalidChunkHandle ? std::string("none")
                                                   : absl::StrCat(mapped));
       }
       if (c.in_use()) {
         if (c.allocation_id <= 0 || c.allocation_id >= next_allocation_id_) {
-          return fail(region, ": ", DescribeChunk(h, c),
+          return fail(region(), ": ", DescribeChunk(h, c),
                       " has an allocation id outside [1, ", next_allocation_id_,
                       ")");
         }
         if (c.requested_size == 0 || c.requested_size > c.size) {
-          return fail(region, ": ", DescribeChunk(h, c),
+          return fail(region(), ": ", DescribeChunk(h, c),
                       " has a requested size outside (0, size]");
         }
         in_use_bytes += static_cast<int64_t>(c.size);
@@ -179,17 +181,18 @@ absl::Status Allocator::ValidateLocked() const {
       } else {
         // Invariant 2: coalescing is complete.
         if (prev_free) {
-          return fail(region, ": ", DescribeChunk(h, c), " and its free prev ",
-                      DescribeChunk(prev, chunks_[prev]), " are not merged");
+          return fail(region(), ": ", DescribeChunk(h, c),
+                      " and its free prev ", DescribeChunk(prev, chunks_[prev]),
+                      " are not merged");
         }
         if (c.requested_size != 0) {
-          return fail(region, ": free ", DescribeChunk(h, c),
+          return fail(region(), ": free ", DescribeChunk(h, c),
                       " keeps a requested size");
         }
         // Invariant 3: every free chunk is in the bin its size names.
         const BinNum b = BinNumForSize(c.size);
         if (!bins_[b].Contains(c.size, c.ptr)) {
-          return fail(region, ": free ", DescribeChunk(h, c),
+          return fail(region(), ": free ", DescribeChunk(h, c),
                       " is missing from bin ", b);
         }
         ++free_chunks;
@@ -201,7 +204,7 @@ absl::Status Allocator::ValidateLocked() const {
       h = c.next;
     }
     if (expected != r.end_addr()) {
-      return fail(region, ": its chunks end at ",
+      return fail(region(), ": its chunks end at ",
                   absl::StrFormat("0x%x", expected));
     }
   }

@@ -1,6 +1,7 @@
 // File: src/core/chunk_map.cc
 #include "bfc/internal/chunk_map.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -70,27 +71,28 @@ absl::Status ChunkMap::Validate() const {
     const Slot s = slots_[i];
     if (s.handle == kInvalidChunkHandle) continue;
     const void* p = (*chunks_)[s.handle].ptr;
-    const std::string slot =
-        absl::StrFormat("slot %d (handle %d, ptr %p)", i, s.handle, p);
+    // Messages only: formatting on every slot would dominate the check.
+    auto slot = [&] {
+      return absl::StrFormat("slot %d (handle %d, ptr %p)", i, s.handle, p);
+    };
     if (Tag(p) != s.tag) {
-      return fail(slot, " has tag ", absl::StrFormat("0x%08x", s.tag),
+      return fail(slot(), " has tag ", absl::StrFormat("0x%08x", s.tag),
                   ", but its start hashes to tag ",
                   absl::StrFormat("0x%08x", Tag(p)));
     }
-    // Linear probing reaches slot i from the home slot only through
-    // occupied slots.
-    const size_t home = Home(s.tag);
-    for (size_t j = home; j != i; j = (j + 1) & mask_) {
-      if (slots_[j].handle == kInvalidChunkHandle) {
-        return fail(slot, " is unreachable: slot ", j,
-                    ", between its home slot ", home, " and it, is empty");
-      }
-    }
-    // The probe for p stops at the first slot mapping it: i, unless p is
-    // mapped twice.
+    // The probe for p runs from its home slot through occupied slots and
+    // stops at the first slot mapping p: slot i, unless an empty slot cuts
+    // the run before i (i is unreachable) or p is mapped twice.
     const size_t found = FindSlot(p);
+    if (found == kNoSlot) {
+      const size_t home = Home(s.tag);
+      size_t j = home;
+      while (slots_[j].handle != kInvalidChunkHandle) j = (j + 1) & mask_;
+      return fail(slot(), " is unreachable: slot ", j,
+                  ", between its home slot ", home, " and it, is empty");
+    }
     if (found != i) {
-      return fail(slot, " duplicates slot ", found, " (handle ",
+      return fail(slot(), " duplicates slot ", found, " (handle ",
                   slots_[found].handle, ")");
     }
   }
