@@ -115,6 +115,7 @@ size_t RunTrace(const PhasedTrace& t, size_t passes) {
 
 int main(int argc, char** argv) {
   using namespace bfc::bench;  // NOLINT
+  using bfc::kMiB;
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s pair256|random10k|random100k|trace:NAME "
