@@ -192,8 +192,9 @@ class Allocator {
   // --- The allocation path (src/core/allocator.cc tells it in order) -------
   enum class RequestCheck { kOk, kZero, kInvalid };
   // Validates a request; fills *rounded, or *error when it is invalid.
-  RequestCheck CheckRequest(size_t alignment, size_t num_bytes, size_t* rounded,
-                            std::string* error) const;
+  [[nodiscard]] RequestCheck CheckRequest(size_t alignment, size_t num_bytes,
+                                          size_t* rounded,
+                                          std::string* error) const;
   // One lock, FindChunk + AllocateChunk for a plainly valid request; nullptr
   // (nothing changed) when the request needs AllocateSlow.
   void* AllocateFast(size_t alignment, size_t num_bytes)
