@@ -96,6 +96,7 @@ template <typename A, typename B>
 
 // BFC_DCHECK_EQ(a, b) and friends: as BFC_DCHECK(a == b), and the message
 // shows both values: "... a == b (3 vs. 4)". Each operand is evaluated once.
+// Statements (not expressions): use them where a statement goes.
 #define BFC_DCHECK_OP_(op, a, b)                                              \
   do {                                                                        \
     const auto& bfc_check_a_ = (a);                                           \
