@@ -97,9 +97,9 @@ absl::string_view OptionKindGrammar(OptionKind kind);
 // Sets option `name` from `value` (grammar above). InvalidArgument naming the
 // option, the value and what is accepted (or, for an unknown name, every
 // accepted name); `options` is unchanged on failure.
-absl::Status SetAllocatorOption(AllocatorOptions& options,
-                                absl::string_view name,
-                                absl::string_view value);
+[[nodiscard]] absl::Status SetAllocatorOption(AllocatorOptions& options,
+                                              absl::string_view name,
+                                              absl::string_view value);
 // The value of option `name` in the same grammar ("true", "0.5", "10s"), so
 // that SetAllocatorOption(o, n, AllocatorOptionToString(o, n)) is a no-op.
 // Empty for an unknown name.

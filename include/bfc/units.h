@@ -46,8 +46,8 @@ inline constexpr uint64_t kTiB = uint64_t{1} << 40;
 
 // Parses `text` by the grammar above. `default_unit`: what a bare number
 // counts (1 = bytes). InvalidArgument on anything else.
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text,
-                                       uint64_t default_unit = 1);
+[[nodiscard]] absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text,
+                                                     uint64_t default_unit = 1);
 
 // The grammar in one line, for error messages and --help.
 inline constexpr char kByteSizeGrammar[] =

@@ -43,7 +43,7 @@ struct AllocConf {
 };
 
 // Parses `text` (empty: the defaults). Messages start with "BFC_ALLOC_CONF: ".
-absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text);
+[[nodiscard]] absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text);
 
 // Every accepted key, comma-separated, for messages and --help.
 std::string AllocConfKeys();

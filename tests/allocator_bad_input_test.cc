@@ -1,4 +1,4 @@
-// File: tests/bad_input_test.cc
+// File: tests/allocator_bad_input_test.cc
 // Every kind of bad input the error policy in DESIGN.md names, through both
 // the TF-style raw calls and the status calls, on allocators with growth on
 // and off and coalescing and non-coalescing sub-allocators. After each bad

@@ -1,4 +1,4 @@
-// File: tests/destruction_test.cc
+// File: tests/allocator_destruction_test.cc
 // Destroying an allocator: with outstanding allocations it logs how many and
 // how many bytes, gives every region back to the sub-allocator (exactly the
 // blocks it received, so a strict sub-allocator accepts every Free) and does

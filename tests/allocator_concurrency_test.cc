@@ -1,4 +1,4 @@
-// File: tests/concurrency_test.cc
+// File: tests/allocator_concurrency_test.cc
 // Threads against one allocator: 2, 4 and 8 threads mixing allocate, free
 // (including frees of another thread's pointers), stats, ClearStats,
 // ReleaseFreeRegions, Validate and out-of-memory with retry. Run under

@@ -1,4 +1,4 @@
-// File: tests/fault_injection_test.cc
+// File: tests/allocator_fault_injection_test.cc
 // A scripted workload (growth, aligned requests, frees, ReleaseFreeRegions,
 // garbage collection, a request at the limit) runs once against a
 // well-behaved FakeSubAllocator to count its Alloc calls; then, for every call
