@@ -15,74 +15,25 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/tool_test.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
-  bool exited = false;  // false: killed by a signal (a crash)
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = ::bfc::testing::ToolResult;
+using ::bfc::testing::kSmallTrace;
+using ::bfc::testing::Slurp;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
-
-constexpr char kSmallTrace[] =
-    "Thread,Time,Action,Pointer,Size,Stream\n"
-    "1,0,allocate,0x100,256,0\n"
-    "1,0,allocate,0x200,1048576,0\n"
-    "1,0,free,0x100,256,0\n"
-    "1,0,allocate,0x300,4096,0\n"
-    "1,0,free,0x300,4096,0\n"
-    "1,0,free,0x200,1048576,0\n";
-
-class BfcPlanTest : public ::testing::Test {
+class BfcPlanTest : public ::bfc::testing::ToolTest {
  protected:
+  BfcPlanTest() : ToolTest(BFC_PLAN_BINARY) {}
   void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "bfc_plan_test.XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    ASSERT_NE(mkdtemp(buf.data()), nullptr);
-    dir_ = buf.data();
+    ToolTest::SetUp();
     trace_ = Write("small.csv", kSmallTrace);
   }
-  void TearDown() override {
-    for (const std::string& f : files_) std::remove(f.c_str());
-    rmdir(dir_.c_str());
-  }
 
-  std::string Write(const std::string& name, const std::string& content) {
-    std::string p = File(name);
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-  std::string File(const std::string& name) {
-    files_.push_back(dir_ + "/" + name);
-    return files_.back();
-  }
-
-  Result Run(const std::string& args) {
-    std::string out = File("stdout"), err = File("stderr");
-    std::string cmd = std::string("'") + BFC_PLAN_BINARY + "' " + args + " >'" +
-                      out + "' 2>'" + err + "'";
-    int status = std::system(cmd.c_str());
-    Result r;
-    r.exited = status != -1 && WIFEXITED(status);
-    if (r.exited) r.code = WEXITSTATUS(status);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
-  }
-
-  std::string dir_;
   std::string trace_;
-  std::vector<std::string> files_;
 };
 
 TEST_F(BfcPlanTest, PlansATrace) {

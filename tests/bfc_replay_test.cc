@@ -27,6 +27,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/tool_test.h"
 
 namespace {
 
@@ -35,31 +36,10 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::UnorderedElementsAreArray;
 
-struct Result {
-  bool exited = false;  // false: killed by a signal (a crash)
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = ::bfc::testing::ToolResult;
+using ::bfc::testing::kSmallTrace;
+using ::bfc::testing::Slurp;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
-
-// A small trace: three allocations, one of them 1 MiB, all freed.
-constexpr char kSmallTrace[] =
-    "Thread,Time,Action,Pointer,Size,Stream\n"
-    "1,0,allocate,0x100,256,0\n"
-    "1,0,allocate,0x200,1048576,0\n"
-    "1,0,free,0x100,256,0\n"
-    "1,0,allocate,0x300,4096,0\n"
-    "1,0,free,0x300,4096,0\n"
-    "1,0,free,0x200,1048576,0\n";
-
-// The entry of `flag` in --help: its line and the description lines after
-// it, with runs of whitespace made one space.
 std::string HelpEntry(const std::string& help, const std::string& flag) {
   std::string entry;
   bool in = false;
@@ -77,66 +57,9 @@ std::string HelpEntry(const std::string& help, const std::string& flag) {
   return absl::StrJoin(absl::StrSplit(entry, ' ', absl::SkipEmpty()), " ");
 }
 
-class BfcReplayTest : public ::testing::Test {
+class BfcReplayTest : public ::bfc::testing::ToolTest {
  protected:
-  void SetUp() override {
-    // Runs must not depend on the environment of whoever runs the tests.
-    unsetenv("BFC_ALLOC_CONF");
-    std::string tmpl = ::testing::TempDir() + "bfc_replay_test.XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    ASSERT_NE(mkdtemp(buf.data()), nullptr);
-    dir_ = buf.data();
-  }
-  void TearDown() override {
-    for (const std::string& f : files_) std::remove(f.c_str());
-    rmdir(dir_.c_str());
-  }
-
-  std::string Write(const std::string& name, const std::string& content) {
-    std::string p = File(name);
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-  std::string File(const std::string& name) {
-    files_.push_back(dir_ + "/" + name);
-    return files_.back();
-  }
-
-  // The names of the files in the test's directory (temporary files left
-  // behind would show up here).
-  std::vector<std::string> DirEntries() {
-    std::vector<std::string> names;
-    DIR* d = opendir(dir_.c_str());
-    if (d == nullptr) return names;
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != ".." && n != "stdout" && n != "stderr") {
-        names.push_back(n);
-      }
-    }
-    closedir(d);
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
-  // Runs bfc-replay with `args` (already shell-quoted where needed), with
-  // `env` ("NAME='value' ...") in its environment.
-  Result Run(const std::string& args, const std::string& env = "") {
-    std::string out = File("stdout"), err = File("stderr");
-    std::string cmd = env + " '" + BFC_REPLAY_BINARY + "' " + args + " >'" +
-                      out + "' 2>'" + err + "'";
-    int status = std::system(cmd.c_str());
-    Result r;
-    r.exited = status != -1 && WIFEXITED(status);
-    if (r.exited) r.code = WEXITSTATUS(status);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
-  }
-
-  std::string dir_;
-  std::vector<std::string> files_;
+  BfcReplayTest() : ToolTest(BFC_REPLAY_BINARY) {}
 };
 
 TEST_F(BfcReplayTest, NoArgumentsReplaysTheBundledTrace) {
