@@ -4,6 +4,7 @@
 #include "c_api/alloc_conf.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,7 @@ TEST(AllocConfTest, OwnKeys) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->backend, Backend::kVirtual);
   EXPECT_EQ(c->memory_fraction, 0.5);
+  EXPECT_EQ(c->keys, (std::vector<std::string>{"backend", "memory_fraction"}));
   EXPECT_STREQ(BackendName(Backend::kCuda), "cuda");
 }
 

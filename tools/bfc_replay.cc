@@ -41,7 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bfc/allocator.h"
@@ -250,18 +250,6 @@ void DeclareFlags(CLI::App& app, Flags* f) {
   AddVerbosityFlags(app, &f->verbosity);
 }
 
-// The keys `text` gives, in order (ParseAllocConf has accepted it).
-std::vector<std::string> ConfKeys(absl::string_view text) {
-  std::vector<std::string> keys;
-  for (absl::string_view entry : absl::StrSplit(text, ',')) {
-    entry = absl::StripAsciiWhitespace(entry);
-    if (entry.empty()) continue;
-    keys.emplace_back(
-        absl::StripAsciiWhitespace(entry.substr(0, entry.find(':'))));
-  }
-  return keys;
-}
-
 // Applies the keys `text` gives over `config`; keys it leaves out keep their
 // value (so --conf overrides BFC_ALLOC_CONF key by key).
 absl::Status ApplyConf(absl::string_view text, const char* source,
@@ -279,7 +267,7 @@ absl::Status ApplyConf(absl::string_view text, const char* source,
                    text, "\""));
   const absl::Span<const bfc::OptionField> fields =
       bfc::AllocatorOptionFields();
-  for (const std::string& key : ConfKeys(text)) {
+  for (const std::string& key : conf->keys) {
     if (key == "backend") {
       config->backend = conf->backend;
       config->backend_from = source;

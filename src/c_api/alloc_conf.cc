@@ -55,7 +55,7 @@ std::string AllocConfKeys() {
 
 absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
   AllocConf conf;
-  std::vector<std::string> seen;
+  std::vector<std::string>& seen = conf.keys;
   for (absl::string_view entry : absl::StrSplit(text, ',')) {
     entry = absl::StripAsciiWhitespace(entry);
     if (entry.empty()) continue;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -40,6 +41,9 @@ struct AllocConf {
   AllocatorOptions options;
   std::optional<uint64_t> memory_limit;   // bytes
   std::optional<double> memory_fraction;  // of the device's total memory
+  // The keys the text gave, in order: what a caller layering one setting
+  // over another (bfc-replay: --conf over BFC_ALLOC_CONF) takes from it.
+  std::vector<std::string> keys;
 };
 
 // Parses `text` (empty: the defaults). Messages start with "BFC_ALLOC_CONF: ".
