@@ -1,5 +1,5 @@
-// Tests for bfc/replay/trace.h: CSV parsing (plain and gzip), every error with its
-// line, CompileTrace's slot pairing and peaks, and the four real traces.
+// Tests for bfc/replay/trace.h: CSV parsing (plain and gzip), every error with
+// its line, CompileTrace's slot pairing and peaks, and the four real traces.
 #include "bfc/replay/trace.h"
 
 #include <unistd.h>

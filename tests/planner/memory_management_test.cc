@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "planner/internal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/internal.h"
 
 namespace bfc {
 namespace planner {

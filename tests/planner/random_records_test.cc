@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "planner/internal.h"
 #include "bfc/planner/memory_management.h"
 #include "bfc/planner/min_cost_flow_assignment.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/internal.h"
 
 namespace bfc {
 namespace planner {
