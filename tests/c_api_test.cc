@@ -14,12 +14,17 @@
 #include "bfc/c_api.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -28,6 +33,7 @@
 #include <vector>
 
 #include "bfc/allocator.h"
+#include "bfc/allocator_options.h"
 #include "bfc/internal/mutex.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gmock/gmock.h"
@@ -45,6 +51,7 @@ extern "C" size_t bfc_c_header_stats_size(void);  // c_api_test_c.c
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The frameworks' types, spelled as they spell them.
 using TorchAllocFn = void* (*)(size_t, int, cudaStream_t);
@@ -604,6 +611,297 @@ TEST_F(CApiTest, LastErrorIsPerThread) {
   std::thread([&] { other = lib_.last_error(); }).join();
   EXPECT_EQ(other, "");
   EXPECT_THAT(LastError(), HasSubstr("device -7"));
+}
+
+// --- every BFC_ALLOC_CONF key changes what a caller sees --------------------
+
+// Runs `body` in a forked child (stderr silenced) and says how it ended:
+// "aborted" (SIGABRT), "returned" (it came back), or what else happened.
+std::string HowAChildEnds(const std::function<void()>& body) {
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 2);
+    body();
+    _exit(0);
+  }
+  if (pid < 0) return "fork failed";
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return "waitpid failed";
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) return "aborted";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "returned";
+  return "ended with status " + std::to_string(status);
+}
+
+// One row per key: the key given (`with`) and the same configuration without
+// it (`without`, the key's default), and a scenario whose outcome differs.
+struct KeyCase {
+  const char* key;
+  const char* with;
+  const char* without;
+  std::function<std::string()> observe;  // run after Configure
+  const char* expected_with;
+  const char* expected_without;
+};
+
+class CApiKeyTest : public CApiTest {
+ protected:
+  static std::string Limit() {
+    bfc_stats s;
+    if (lib_.get_stats(0, &s) != 0) return "no allocator";
+    return "limit " + std::to_string(s.bytes_limit);
+  }
+  static std::string NullOr(void* p, const char* yes) {
+    return p == nullptr ? "NULL" : yes;
+  }
+  // A 4 MiB pool, 3 MiB of it held; then 3 MiB more is asked for while
+  // another thread frees the hog after `free_after` (never if negative).
+  static std::string AskWhileHeld(std::chrono::milliseconds free_after) {
+    void* hog = lib_.malloc(3 << 20, 0, kNoStream);
+    if (hog == nullptr) return "hog failed: " + LastError();
+    std::thread freer;
+    if (free_after.count() >= 0) {
+      freer = std::thread([hog, free_after] {
+        std::this_thread::sleep_for(free_after);
+        lib_.free(hog, 3 << 20, 0, kNoStream);
+      });
+    }
+    void* p = lib_.malloc(3 << 20, 0, kNoStream);
+    if (freer.joinable()) {
+      freer.join();
+    } else {
+      lib_.free(hog, 3 << 20, 0, kNoStream);
+    }
+    if (p != nullptr) lib_.free(p, 3 << 20, 0, kNoStream);
+    return NullOr(p, "allocated");
+  }
+  // The same pool, 3 MiB held, a 2 MiB request that fails; what stderr got.
+  static std::string OomLog() {
+    void* hog = lib_.malloc(3 << 20, 0, kNoStream);
+    if (hog == nullptr) return "hog failed: " + LastError();
+    ::testing::internal::CaptureStderr();
+    void* p = lib_.malloc(2 << 20, 0, kNoStream);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    lib_.free(hog, 3 << 20, 0, kNoStream);
+    if (p != nullptr) return "allocated";
+    return err;
+  }
+  static std::vector<KeyCase> KeyCases();
+};
+
+std::vector<KeyCase> CApiKeyTest::KeyCases() {
+  using std::chrono::milliseconds;
+  const std::string k64GiB = std::to_string(int64_t{64} << 30);
+  return {
+      // Default backend cuda: no allocator on a machine without a GPU; a
+      // limit that is the device's free memory (not 64 GiB) with one.
+      {"backend", "backend:virtual", "", Limit, "limit 68719476736", nullptr},
+      {"memory_limit", "backend:virtual,memory_limit:1MiB", "backend:virtual",
+       Limit, "limit 1048576", "limit 68719476736"},
+      {"memory_fraction", "backend:virtual,memory_fraction:0.25",
+       "backend:virtual", Limit, "limit 17179869184", "limit 68719476736"},
+      // Growth starts at 2 MiB; without it the first region is the limit.
+      {"allow_growth", "backend:virtual,memory_limit:16MiB,allow_growth:false",
+       "backend:virtual,memory_limit:16MiB",
+       [] {
+         void* p = lib_.malloc(256, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(p, 256, 0, kNoStream);
+         return "pool " + std::to_string(s.pool_bytes);
+       },
+       "pool 16777216", "pool 2097152"},
+      // Without retrying the request fails at once (no thread frees); with
+      // it (the default) it waits for the free another thread makes.
+      {"allow_retry_on_failure",
+       "backend:virtual,memory_limit:4MiB,allow_growth:false,"
+       "allow_retry_on_failure:false,max_oom_logs:0",
+       "backend:virtual,memory_limit:4MiB,allow_growth:false,max_oom_logs:0",
+       [] { return AskWhileHeld(milliseconds(500)); }, "NULL", "allocated"},
+      {"retry_timeout",
+       "backend:virtual,memory_limit:4MiB,allow_growth:false,max_oom_logs:0,"
+       "retry_timeout:0s",
+       "backend:virtual,memory_limit:4MiB,allow_growth:false,max_oom_logs:0",
+       [] { return AskWhileHeld(milliseconds(500)); }, "NULL", "allocated"},
+      // 2 MiB then 4 MiB regions fill 6 of 8 MiB; with the 2 MiB one free, a
+      // second 4 MiB fits only once that region is given back. (Host regions
+      // never merge; the virtual backend's contiguous ones would.)
+      {"garbage_collection",
+       "backend:host,memory_limit:8MiB,allow_retry_on_failure:false,"
+       "max_oom_logs:0,garbage_collection:true",
+       "backend:host,memory_limit:8MiB,allow_retry_on_failure:false,"
+       "max_oom_logs:0",
+       [] {
+         void* a = lib_.malloc(2 << 20, 0, kNoStream);
+         void* b = lib_.malloc(4 << 20, 0, kNoStream);
+         lib_.free(a, 2 << 20, 0, kNoStream);
+         void* c = lib_.malloc(4 << 20, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(b, 4 << 20, 0, kNoStream);
+         lib_.free(c, 4 << 20, 0, kNoStream);
+         return NullOr(c, "allocated") + ", released " +
+                std::to_string(s.num_regions_released);
+       },
+       "allocated, released 1", "NULL, released 0"},
+      // A 40 MiB request in a 64 MiB region leaves 24 MiB: kept whole under
+      // TF's 128 MiB cap, split off under a cap of a quarter of the limit.
+      {"fragmentation_fraction",
+       "backend:virtual,memory_limit:64MiB,allow_growth:false,"
+       "fragmentation_fraction:0.25",
+       "backend:virtual,memory_limit:64MiB,allow_growth:false",
+       [] {
+         void* p = lib_.malloc(40 << 20, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(p, 40 << 20, 0, kNoStream);
+         return "in use " + std::to_string(s.bytes_in_use);
+       },
+       "in use 41943040", "in use 67108864"},
+      {"abort_on_invalid_input",
+       "backend:host,memory_limit:64MiB,abort_on_invalid_input:true",
+       "backend:host,memory_limit:64MiB",
+       [] {
+         return HowAChildEnds([] {
+           void* p = lib_.malloc(1024, 0, kNoStream);
+           lib_.free(p, 1024, 0, kNoStream);
+           lib_.free(p, 1024, 0, kNoStream);  // double free
+         });
+       },
+       "aborted", "returned"},
+      {"max_oom_logs",
+       "backend:virtual,memory_limit:4MiB,allow_growth:false,"
+       "allow_retry_on_failure:false,max_oom_logs:0",
+       "backend:virtual,memory_limit:4MiB,allow_growth:false,"
+       "allow_retry_on_failure:false",
+       [] {
+         return OomLog().find("bfc_virtual_0") == std::string::npos ? "silent"
+                                                                    : "logged";
+       },
+       "silent", "logged"},
+      // The OOM report lists the live allocations; without sites it says
+      // how to get them.
+      {"record_allocation_sites",
+       "backend:virtual,memory_limit:4MiB,allow_growth:false,"
+       "allow_retry_on_failure:false,record_allocation_sites:true",
+       "backend:virtual,memory_limit:4MiB,allow_growth:false,"
+       "allow_retry_on_failure:false",
+       [] {
+         const std::string log = OomLog();
+         if (log.find("bfc_virtual_0") == std::string::npos) return "no log";
+         return log.find("record_allocation_sites to") == std::string::npos
+                    ? "no hint"
+                    : "hint";
+       },
+       "no hint", "hint"},
+  };
+}
+
+TEST_F(CApiKeyTest, EveryConfigurationKeyChangesWhatACallerSees) {
+  std::set<std::string> covered;
+  for (const KeyCase& c : KeyCases()) {
+    SCOPED_TRACE(c.key);
+    covered.insert(c.key);
+    Configure(c.with);
+    const std::string with = c.observe();
+    Configure(c.without);
+    const std::string without = c.observe();
+    EXPECT_EQ(with, c.expected_with) << c.with;
+    if (c.expected_without != nullptr) {
+      EXPECT_EQ(without, c.expected_without) << c.without;
+    }
+    EXPECT_NE(with, without);
+  }
+  // A key added to the grammar needs a row here.
+  std::set<std::string> keys = {"backend", "memory_limit", "memory_fraction"};
+  for (const bfc::OptionField& f : bfc::AllocatorOptionFields()) {
+    keys.insert(std::string(f.name));
+  }
+  EXPECT_EQ(covered, keys);
+}
+
+// abort_on_invalid_input: every invalid free or request through the C ABI
+// ends the process with the reason on stderr; without it the same calls
+// report and return. Out of memory, size 0 and NULL are not invalid.
+TEST_F(CApiTest, AbortOnInvalidInputAbortsOnEveryInvalidFreeAndRequest) {
+  static int local = 0;
+  const std::vector<std::pair<const char*, std::function<void()>>> mistakes = {
+      {"double free",
+       [] {
+         void* p = lib_.malloc(1024, 0, kNoStream);
+         lib_.free(p, 1024, 0, kNoStream);
+         lib_.free(p, 1024, 0, kNoStream);
+       }},
+      {"foreign pointer",
+       [] {
+         void* p = lib_.malloc(1024, 0, kNoStream);
+         lib_.cupy_free(nullptr, &local, 0);
+         lib_.free(p, 1024, 0, kNoStream);
+       }},
+      {"device never used", [] { lib_.free(&local, 4, 5, kNoStream); }},
+      {"device out of range", [] { lib_.malloc(1024, -1, kNoStream); }},
+      {"size that overflows", [] { lib_.cupy_malloc(nullptr, SIZE_MAX, 0); }},
+  };
+  for (const auto& [what, call] : mistakes) {
+    SCOPED_TRACE(what);
+    Configure("backend:host,memory_limit:64MiB,abort_on_invalid_input:true");
+    EXPECT_EQ(HowAChildEnds(call), "aborted");
+    Configure("backend:host,memory_limit:64MiB,abort_on_invalid_input:false");
+    EXPECT_EQ(HowAChildEnds(call), "returned");
+    Configure("backend:host,memory_limit:64MiB");
+    EXPECT_EQ(HowAChildEnds(call), "returned");
+  }
+  // The reason is printed before the abort.
+  Configure("backend:host,memory_limit:64MiB,abort_on_invalid_input:true");
+  EXPECT_DEATH(lib_.free(&local, 4, 0, kNoStream),
+               "bfc_free.*device 0.*abort_on_invalid_input");
+  // Not invalid input: no abort.
+  Configure(
+      "backend:virtual,memory_limit:1MiB,allow_retry_on_failure:false,"
+      "abort_on_invalid_input:true,max_oom_logs:0");
+  EXPECT_EQ(HowAChildEnds([] {
+              lib_.malloc(0, 0, kNoStream);
+              lib_.free(nullptr, 0, 0, kNoStream);
+              lib_.malloc(2 << 20, 0, kNoStream);  // out of memory
+            }),
+            "returned");
+}
+
+// A backend that can never hand out memory fails the call at once, with the
+// reason, not after the retry timeout (60 s here) as "out of memory".
+TEST_F(CApiTest, ABackendThatCannotReserveFailsFastWithTheCause) {
+  struct Case {
+    const char* conf;
+    const char* why;
+  };
+#ifdef BFC_HAVE_CUDA
+  int count = 0;
+  const bool have_gpu = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  (void)cudaGetLastError();
+#else
+  const bool have_gpu = false;
+#endif
+  std::vector<Case> cases = {
+      // More address space than x86-64 or arm64 user space has.
+      {"backend:virtual,memory_limit:1000TiB,retry_timeout:60s",
+       "backend virtual: cannot reserve 1000.00 TiB"},
+  };
+  if (!have_gpu) {
+    cases.push_back({"backend:cuda,retry_timeout:60s", "backend cuda: "});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.conf);
+    Configure(c.conf);
+    for (int call = 0; call < 2; ++call) {
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_EQ(lib_.malloc(1 << 20, 0, kNoStream), nullptr);
+      const auto waited = std::chrono::steady_clock::now() - start;
+      EXPECT_LT(waited, std::chrono::seconds(30)) << "waited for a retry";
+      EXPECT_THAT(LastError(), HasSubstr(c.why));
+      EXPECT_THAT(LastError(), Not(HasSubstr("out of memory")));
+    }
+  }
 }
 
 }  // namespace

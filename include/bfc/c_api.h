@@ -31,6 +31,7 @@
  *       fragmentation_fraction  a number in [0, 1]      (default 0)
  *       retry_timeout           a duration: 10s, 500ms  (default 10s)
  *       max_oom_logs            an integer >= 0         (default 10)
+ *       record_allocation_sites true | false            (default false)
  *       memory_limit            bytes, with an optional unit: B, KB, KiB, MB,
  *                               MiB, GB, GiB, TB, TiB (1000- or 1024-based)
  *       memory_fraction         a number in (0, 1]: that fraction of the
@@ -45,6 +46,10 @@
  *       host     pageable host memory: usable (and testable) without a GPU.
  *       virtual  reserved, never-committed address space. The pointers MUST
  *                NOT be dereferenced; for replays and tests of the bookkeeping.
+ *                A limit the kernel will not reserve (more than the address
+ *                space) fails every allocation at once, saying so.
+ *     A backend that can never hand out memory fails each call at once with
+ *     the cause, never after a retry wait as "out of memory".
  *   * A malformed configuration is never guessed at: one message naming the
  *     key and the accepted values goes to stderr (once), bfc_last_error()
  *     returns it after every call that fails because of it, and every
@@ -58,6 +63,13 @@
  * throw. A failing call returns NULL / -1 / 0 as documented and sets a
  * thread-local message, read with bfc_last_error(). Successful calls leave the
  * message alone (like errno).
+ *
+ * abort_on_invalid_input:true (for debugging a caller): an invalid free (a
+ * pointer this library did not hand out, a double free, a device never used
+ * or out of range) or an invalid request (a size whose rounding overflows, a
+ * device out of range) prints the message to stderr and calls abort()
+ * instead of returning. Size 0, NULL, out of memory, an unusable backend and
+ * a malformed BFC_ALLOC_CONF are not invalid input and never abort.
  *
  * Thread safety: every function is thread-safe, except
  * bfc_reset_for_testing().

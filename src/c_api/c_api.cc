@@ -41,6 +41,7 @@
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
 #include "bfc/internal/mutex.h"
+#include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "c_api/alloc_conf.h"
 
@@ -118,7 +119,18 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
     }
     case Backend::kVirtual: {
       limit = Limit(config, kVirtualDefaultBytes, kVirtualDefaultBytes);
-      sub = std::make_unique<VirtualSubAllocator>(limit);
+      if (limit == 0) break;  // reported below
+      auto virt = std::make_unique<VirtualSubAllocator>(limit);
+      // A range the kernel will not reserve can never be handed out: say so
+      // once, now, instead of failing every allocation as out of memory.
+      if (virt->base() == nullptr) {
+        return absl::UnavailableError(absl::StrFormat(
+            "backend virtual: cannot reserve %s of address space for device "
+            "%d (the kernel refused the mapping); set a smaller memory_limit "
+            "in %s",
+            HumanReadableBytesExact(limit), device, kEnvVar));
+      }
+      sub = std::move(virt);
       break;
     }
     case Backend::kCuda: {
@@ -178,13 +190,14 @@ class Registry {
   }
 
   // The device's allocator, created on first use when `create`. nullptr with
-  // *error set when it cannot be had; nullptr with an empty *error when it
-  // does not exist and !create.
-  Allocator* Find(int device, bool create, std::string* error)
+  // *error set when it cannot be had: InvalidArgument for a device out of
+  // range (the caller's mistake), the configuration's or the backend's error
+  // otherwise; nullptr with *error OK when it does not exist and !create.
+  Allocator* Find(int device, bool create, absl::Status* error)
       ABSL_LOCKS_EXCLUDED(mu_) {
     if (device < 0 || device >= BFC_MAX_DEVICES) {
-      *error = absl::StrFormat("device %d is out of range [0, %d)", device,
-                               BFC_MAX_DEVICES);
+      *error = absl::InvalidArgumentError(absl::StrFormat(
+          "device %d is out of range [0, %d)", device, BFC_MAX_DEVICES));
       return nullptr;
     }
     Allocator* a = allocators_[device].load(std::memory_order_acquire);
@@ -192,12 +205,12 @@ class Registry {
     internal::MutexLock lock(&mu_);
     const absl::Status config = ConfigureLocked();
     if (!config.ok()) {
-      *error = std::string(config.message());
+      *error = config;
       return nullptr;
     }
     a = allocators_[device].load(std::memory_order_relaxed);
     if (a != nullptr || !create) return a;
-    if (!device_errors_[device].empty()) {
+    if (!device_errors_[device].ok()) {
       *error = device_errors_[device];
       return nullptr;
     }
@@ -205,13 +218,23 @@ class Registry {
         CreateAllocator(config_, device);
     if (!made.ok()) {
       // Sticky: a device that cannot be set up fails fast from then on.
-      device_errors_[device] = std::string(made.status().message());
+      device_errors_[device] = made.status();
       *error = device_errors_[device];
       return nullptr;
     }
     a = made->release();
     allocators_[device].store(a, std::memory_order_release);
     return a;
+  }
+
+  // abort_on_invalid_input of the configuration (read now if no call has
+  // yet); false for a malformed one.
+  bool AbortOnInvalidInput() ABSL_LOCKS_EXCLUDED(mu_) {
+    if (!configured_.load(std::memory_order_acquire)) {
+      internal::MutexLock lock(&mu_);
+      (void)ConfigureLocked();
+    }
+    return abort_on_invalid_input_.load(std::memory_order_acquire);
   }
 
   // Every allocator created so far.
@@ -228,8 +251,9 @@ class Registry {
     for (auto& slot : allocators_) {
       delete slot.exchange(nullptr, std::memory_order_acq_rel);
     }
-    for (std::string& e : device_errors_) e.clear();
+    for (absl::Status& e : device_errors_) e = absl::OkStatus();
     config_ = AllocConf();
+    abort_on_invalid_input_.store(false, std::memory_order_release);
     config_status_ = absl::OkStatus();
     configured_.store(false, std::memory_order_release);
   }
@@ -245,6 +269,8 @@ class Registry {
     if (parsed.ok()) {
       config_ = *parsed;
       config_status_ = absl::OkStatus();
+      abort_on_invalid_input_.store(config_.options.abort_on_invalid_input,
+                                    std::memory_order_release);
     } else {
       config_status_ = parsed.status();
       // Once per configuration, where a person running the program sees it.
@@ -262,10 +288,11 @@ class Registry {
   internal::Mutex mu_ ABSL_ACQUIRED_BEFORE(internal::log_sink_mutex);
   // Written only under mu_; an atomic so that it may be read without it.
   std::atomic<bool> configured_{false};
+  std::atomic<bool> abort_on_invalid_input_{false};
   absl::Status config_status_ ABSL_GUARDED_BY(mu_);
   AllocConf config_ ABSL_GUARDED_BY(mu_);
   std::array<std::atomic<Allocator*>, BFC_MAX_DEVICES> allocators_{};
-  std::array<std::string, BFC_MAX_DEVICES> device_errors_ ABSL_GUARDED_BY(mu_);
+  std::array<absl::Status, BFC_MAX_DEVICES> device_errors_ ABSL_GUARDED_BY(mu_);
 };
 
 // Runs `body`; an exception becomes `on_error` plus a message.
@@ -287,19 +314,46 @@ R Guarded(const char* function, R on_error, F&& body) noexcept {
   return on_error;
 }
 
+// A caller's mistake: an invalid free (a pointer this library did not hand
+// out, a double free, a device never used or out of range) or an invalid
+// request (a size whose rounding overflows, a device out of range). Reported
+// like any failure; with abort_on_invalid_input the process ends here instead,
+// as the C++ raw calls do (bfc/allocator_options.h).
+void ReportMistake(std::string message) {
+  if (Registry::Get().AbortOnInvalidInput()) {
+    std::fprintf(stderr,
+                 "bfc: %s\nbfc: aborting: abort_on_invalid_input is "
+                 "set in %s\n",
+                 message.c_str(), kEnvVar);
+    std::fflush(stderr);
+    std::abort();
+  }
+  SetError(std::move(message));
+}
+
+// Reports `status` for `call`: as a mistake when it is InvalidArgument.
+void Report(const std::string& call, const absl::Status& status) {
+  std::string message = absl::StrCat(call, ": ", status.message());
+  if (status.code() == absl::StatusCode::kInvalidArgument) {
+    ReportMistake(std::move(message));
+  } else {
+    SetError(std::move(message));
+  }
+}
+
 void* Malloc(const char* function, size_t size, int device) {
   if (size == 0) return nullptr;
-  std::string error;
+  const std::string call =
+      absl::StrFormat("%s(%d bytes, device %d)", function, size, device);
+  absl::Status error;
   Allocator* a = Registry::Get().Find(device, /*create=*/true, &error);
   if (a == nullptr) {
-    SetError(absl::StrFormat("%s(%d bytes, device %d): %s", function, size,
-                             device, error));
+    Report(call, error);
     return nullptr;
   }
   absl::StatusOr<void*> p = a->Allocate(size);
   if (!p.ok()) {
-    SetError(absl::StrFormat("%s(%d bytes, device %d): %s", function, size,
-                             device, p.status().message()));
+    Report(call, p.status());
     return nullptr;
   }
   return *p;
@@ -307,19 +361,18 @@ void* Malloc(const char* function, size_t size, int device) {
 
 void Free(const char* function, void* ptr, int device) {
   if (ptr == nullptr) return;
-  std::string error;
+  const std::string call =
+      absl::StrFormat("%s(%p, device %d)", function, ptr, device);
+  absl::Status error;
   Allocator* a = Registry::Get().Find(device, /*create=*/false, &error);
   if (a == nullptr) {
-    SetError(absl::StrFormat(
-        "%s(%p, device %d): %s", function, ptr, device,
-        error.empty() ? "no allocation was ever made on this device" : error));
+    Report(call, error.ok() ? absl::InvalidArgumentError(
+                                  "no allocation was ever made on this device")
+                            : error);
     return;
   }
-  absl::Status s = a->Deallocate(ptr);
-  if (!s.ok()) {
-    SetError(absl::StrFormat("%s(%p, device %d): %s", function, ptr, device,
-                             s.message()));
-  }
+  const absl::Status s = a->Deallocate(ptr);
+  if (!s.ok()) Report(call, s);
 }
 
 int64_t OrMinusOne(const std::optional<int64_t>& v) { return v ? *v : -1; }
@@ -366,13 +419,13 @@ void bfc_empty_cache_all(void) {
 
 size_t bfc_empty_cache(int device) {
   return bfc::Guarded<size_t>("bfc_empty_cache", 0, [&]() -> size_t {
-    std::string error;
+    absl::Status error;
     bfc::Allocator* a =
         bfc::Registry::Get().Find(device, /*create=*/false, &error);
     if (a == nullptr) {
-      if (!error.empty()) {
-        bfc::SetError(
-            absl::StrFormat("bfc_empty_cache(device %d): %s", device, error));
+      if (!error.ok()) {
+        bfc::SetError(absl::StrFormat("bfc_empty_cache(device %d): %s", device,
+                                      error.message()));
       }
       return 0;
     }
@@ -386,12 +439,12 @@ int bfc_get_stats(int device, bfc_stats* out) {
       bfc::SetError("bfc_get_stats: out is NULL");
       return -1;
     }
-    std::string error;
+    absl::Status error;
     bfc::Allocator* a =
         bfc::Registry::Get().Find(device, /*create=*/true, &error);
     if (a == nullptr) {
-      bfc::SetError(
-          absl::StrFormat("bfc_get_stats(device %d): %s", device, error));
+      bfc::SetError(absl::StrFormat("bfc_get_stats(device %d): %s", device,
+                                    error.message()));
       return -1;
     }
     const std::optional<bfc::AllocatorStats> s = a->GetStats();
@@ -428,12 +481,12 @@ int bfc_get_stats(int device, bfc_stats* out) {
 
 int bfc_reset_peak_stats(int device) {
   return bfc::Guarded<int>("bfc_reset_peak_stats", -1, [&] {
-    std::string error;
+    absl::Status error;
     bfc::Allocator* a =
         bfc::Registry::Get().Find(device, /*create=*/true, &error);
     if (a == nullptr) {
       bfc::SetError(absl::StrFormat("bfc_reset_peak_stats(device %d): %s",
-                                    device, error));
+                                    device, error.message()));
       return -1;
     }
     a->ResetPeakStats();
