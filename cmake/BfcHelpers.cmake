@@ -27,8 +27,9 @@ function(bfc_add_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE bfc::bfc GTest::gtest GTest::gmock GTest::gtest_main ${T_LIBS})
-  # Tests may reach private headers ("core/...", "c_api/...").
-  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  # Tests may reach private headers ("core/...", "c_api/...") and the shared
+  # test support ("testing/...") from any folder under tests/.
+  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(${T_NAME} PRIVATE BFC_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
   bfc_target_warnings(${T_NAME})
   if(NOT T_TIMEOUT)
