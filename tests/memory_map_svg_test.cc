@@ -85,5 +85,51 @@ TEST(MemoryMapSvgTest, ManyRegionsAreSummarized) {
   EXPECT_THAT(svg, Not(HasSubstr("custom & title")));
 }
 
+// Names are bytes (a file name, a frame): whatever they hold, the SVG is
+// well-formed UTF-8 XML. Expected text written out by hand: & < > " ' as
+// entities, CR as &#13;, every byte that does not start well-formed UTF-8
+// (0xFF, an overlong 0xC0 0x80, a surrogate 0xED 0xA0 0x80, a cut-off 0xE2
+// 0x82) and every character XML forbids (0x01, 0x1B, U+FFFE) as U+FFFD.
+TEST(MemoryMapSvgTest, HostileNamesBecomeWellFormedXml) {
+  const std::string kFffd = "\xEF\xBF\xBD";
+  struct Case {
+    std::string name;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {"a<!--b-->]]>&\"'", "a&lt;!--b--&gt;]]&gt;&amp;&quot;&apos;"},
+      {"x\xFFy", "x" + kFffd + "y"},
+      {"over\xC0\x80long", "over" + kFffd + kFffd + "long"},
+      {"sur\xED\xA0\x80rogate", "sur" + kFffd + kFffd + kFffd + "rogate"},
+      {"cut\xE2\x82", "cut" + kFffd + kFffd},
+      {"ctl\x01\x1B\r\tz", "ctl" + kFffd + kFffd + "&#13;\tz"},
+      {"nonchar\xEF\xBF\xBE", "nonchar" + kFffd},
+      // Well-formed UTF-8 stays as it is: e-acute, CJK, an emoji.
+      {"caf\xC3\xA9 \xE6\xBC\xA2 \xF0\x9F\x98\x80",
+       "caf\xC3\xA9 \xE6\xBC\xA2 \xF0\x9F\x98\x80"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.expected);
+    MemoryDump d = testing::SmallSampleDump();
+    d.allocator_name = c.name;
+    ASSERT_FALSE(d.chunks.empty());
+    d.chunks[0].site = {c.name};  // a frame, shown in the chunk's tooltip
+    if (!d.chunks[0].in_use) d.chunks[0].in_use = true;
+    const std::string svg = RenderMemoryMapSvg(d);
+    EXPECT_THAT(svg, HasSubstr("Memory map of allocator &apos;" + c.expected +
+                               "&apos;"));
+    MemoryMapSvgOptions titled;
+    titled.title = c.name;
+    EXPECT_THAT(RenderMemoryMapSvg(d, titled),
+                HasSubstr(">" + c.expected + "<"));
+    // Nothing raw: no control byte but TAB/LF, no 0xFF/0xC0, no surrogate.
+    for (char ch : svg) {
+      const unsigned char u = static_cast<unsigned char>(ch);
+      EXPECT_TRUE(u >= 0x20 || u == '\t' || u == '\n') << int{u};
+      EXPECT_TRUE(u != 0xFF && u != 0xC0 && u != 0xED) << int{u};
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bfc

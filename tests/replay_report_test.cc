@@ -3,8 +3,10 @@
 // snapshots, the JSON round trip and the self-contained HTML page.
 #include "bfc/report/replay_report.h"
 
+#include <cctype>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
@@ -148,13 +150,66 @@ TEST_F(ReplayReportTest, HtmlIsSelfContained) {
   EXPECT_THAT(html, Not(HasSubstr("fetch(")));
 }
 
-TEST(ReplayReportHtmlTest, ScriptEndTagsInDataAreEscaped) {
-  ReplayReport r;
-  r.trace_name = "</script><script>alert(1)</script>";
-  r.snapshots.resize(2);
-  const std::string html = RenderReplayReportHtml(r);
-  EXPECT_THAT(html, Not(HasSubstr("</script><script>alert")));
-  EXPECT_THAT(html, HasSubstr("<\\/script><script>alert(1)<\\/script>"));
+// The data <script> of the page, between its start tag and the first
+// "</script" after it (where an HTML parser ends the element).
+std::string DataScript(const std::string& html) {
+  const std::string start =
+      "<script id=\"bfc-data\" type=\"application/json\">";
+  const size_t from = html.find(start);
+  if (from == std::string::npos) return "<no data script>";
+  const size_t end = html.find("</script", from + start.size());
+  return html.substr(from + start.size(), end - from - start.size());
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(c));
+  return s;
+}
+
+// Names that would end the data element early ("</script"), make the HTML
+// tokenizer swallow the rest of the page ("<!--" then "<script": the script
+// data escaped states), or are not UTF-8, in the trace name, the allocator
+// name and a frame: the element holds exactly the report, as JSON that parses
+// back, with the bad bytes as U+FFFD.
+TEST(ReplayReportHtmlTest, HostileNamesCannotEndOrHideTheDataScript) {
+  const std::vector<std::string> names = {
+      "</script><script>alert(1)</script>",
+      "</SCRIPT >",
+      "x<!--<script>y",
+      "<!--",
+      "a<script>b",
+      "--><!-- ]]> & \"q\" 'a'",
+      std::string("line\xE2\x80\xA8sep\xE2\x80\xA9para"),
+      std::string("bad\xFF\xC0\x80utf8"),
+  };
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    ReplayReport r;
+    r.trace_name = name;
+    r.summary.trace_name = name;
+    r.snapshots.resize(2);
+    r.snapshots[0].dump.allocator_name = name;
+    const std::string html = RenderReplayReportHtml(r);
+    const std::string data = DataScript(html);
+    for (const char* bad : {"<!--", "<script", "</script", "-->"}) {
+      EXPECT_THAT(Lower(data), Not(HasSubstr(bad)));
+    }
+    EXPECT_THAT(data, Not(HasSubstr("\xE2\x80\xA8")));
+    EXPECT_THAT(data, Not(HasSubstr("\xE2\x80\xA9")));
+    absl::StatusOr<ReplayReport> back = ReplayReportFromJson(data);
+    ASSERT_TRUE(back.ok()) << back.status() << "\n" << data;
+    EXPECT_EQ(back->snapshots.size(), 2u);
+    if (name.find('\xFF') == std::string::npos) {
+      EXPECT_EQ(back->trace_name, name);
+      EXPECT_EQ(back->snapshots[0].dump.allocator_name, name);
+    } else {
+      EXPECT_EQ(back->trace_name,
+                "bad\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDutf8");
+    }
+    // The page itself: one data element, then the viewer's script.
+    EXPECT_THAT(html.substr(html.find("</script", html.find("bfc-data"))),
+                HasSubstr("JSON.parse(document.getElementById(\"bfc-data\")"));
+  }
 }
 
 TEST(ReplayReportEmptyTest, EmptyTraceGivesEmptyTimeline) {

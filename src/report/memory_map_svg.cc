@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "report/text_escape.h"
 
 namespace bfc {
 namespace {
@@ -23,37 +24,8 @@ constexpr int kMargin = 16;
 constexpr int kBarHeight = 34;
 constexpr int kRegionBlock = 74;  // label + bar + address line + gap
 
-std::string Escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        // XML 1.0 forbids most control characters even escaped.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
-          out += '?';
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
+// Text in the SVG (names, frames): well-formed UTF-8 XML whatever the bytes.
+std::string Escape(std::string_view s) { return internal::EscapeXml(s); }
 
 std::string Hex(uint64_t a) { return absl::StrFormat("%#x", a); }
 

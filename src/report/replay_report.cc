@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
 #include "report/json_value.h"
+#include "report/text_escape.h"
 
 namespace bfc {
 namespace internal {
@@ -234,10 +234,10 @@ absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
 }
 
 std::string RenderReplayReportHtml(const ReplayReport& report) {
-  // Inside <script>, "</" could close the element early; "<\/" is the same
-  // JSON string.
+  // The JSON goes into a <script> element: escaped so that no name can end
+  // it early or turn the rest of the page into script (report/text_escape.h).
   const std::string data =
-      absl::StrReplaceAll(ReplayReportToJson(report), {{"</", "<\\/"}});
+      internal::EscapeJsonForHtmlScript(ReplayReportToJson(report));
   std::string html = internal::kViewerHtml;
   constexpr std::string_view kSlot = "/*BFC_REPORT_JSON*/null";
   const size_t at = html.find(kSlot);
