@@ -253,6 +253,126 @@ TEST_F(AllocatorValidateTest, StatsAgreeWithTheChunks) {
   peer_->stats().bytes_requested_in_use = 3000;
 }
 
+// Every other check Validate() claims, one corruption each (the file comment
+// of src/core/allocator_validate.cc lists them): a check that is never seen
+// failing could be deleted without a test noticing.
+
+TEST_F(AllocatorValidateTest, BitmapHasNoBitsPastTheLastBin) {
+  peer_->non_empty_bins() |= uint32_t{1} << kNumBins;
+  const uint32_t bitmap = peer_->non_empty_bins();
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("the non-empty-bin bitmap 0x%x has bits "
+                                  "past bin %d",
+                                  bitmap, kNumBins - 1)));
+  peer_->non_empty_bins() &= ~(uint32_t{1} << kNumBins);
+}
+
+TEST_F(AllocatorValidateTest, LinksStayInTheTable) {
+  const ChunkHandle bad = static_cast<ChunkHandle>(peer_->chunks().capacity());
+  peer_->chunks()[h2_].next = bad;
+  EXPECT_EQ(
+      alloc_->Validate(),
+      Error(absl::StrFormat("%s: chunk %d links to handle %d, out of "
+                            "range (%d chunk slots)",
+                            Region(), h2_, bad, peer_->chunks().capacity())));
+  peer_->chunks()[h2_].next = hr_;
+}
+
+TEST_F(AllocatorValidateTest, ChunkSizesAreMultiplesOfTheGranule) {
+  // An in-use chunk (no bin entry to disagree with), checked before the
+  // next chunk's start is.
+  peer_->chunks()[h1_].size -= 128;
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: %s has a size or start that is not a "
+                                  "multiple of 256",
+                                  Region(), Chunk(h1_))));
+  peer_->chunks()[h1_].size += 128;
+}
+
+TEST_F(AllocatorValidateTest, NoChunkRunsPastItsRegion) {
+  // The RegionManager's own check sees it first (before the tiling walk).
+  peer_->chunks()[h1_].size += kRegion;
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("RegionManager: %s is mapped but does not "
+                                  "lie inside a region",
+                                  Chunk(h1_))));
+  peer_->chunks()[h1_].size -= kRegion;
+}
+
+TEST_F(AllocatorValidateTest, ChunksReachTheRegionsEnd) {
+  // The free rest shrinks by 256 (rebinned, so only the tiling is wrong).
+  const size_t size = peer_->chunks()[hr_].size;
+  const internal::BinNum b = BinNumForSize(size);
+  ASSERT_EQ(BinNumForSize(size - 256), b);
+  ASSERT_TRUE(peer_->bin(b).Erase(size, rest_));
+  ASSERT_TRUE(peer_->bin(b).Insert(size - 256, rest_, hr_));
+  peer_->chunks()[hr_].size = size - 256;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(p1_);
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: its chunks end at 0x%x", Region(),
+                                  base + kRegion - 256)));
+  ASSERT_TRUE(peer_->bin(b).Erase(size - 256, rest_));
+  ASSERT_TRUE(peer_->bin(b).Insert(size, rest_, hr_));
+  peer_->chunks()[hr_].size = size;
+}
+
+TEST_F(AllocatorValidateTest, InUseChunksKeepTheirRequestedSize) {
+  peer_->chunks()[h1_].requested_size = 2000;  // more than its 1024 bytes
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: %s has a requested size outside (0, "
+                                  "size]",
+                                  Region(), Chunk(h1_))));
+  peer_->chunks()[h1_].requested_size = 0;
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: %s has a requested size outside (0, "
+                                  "size]",
+                                  Region(), Chunk(h1_))));
+  peer_->chunks()[h1_].requested_size = 1000;
+}
+
+TEST_F(AllocatorValidateTest, FreeChunksKeepNoRequestedSize) {
+  peer_->chunks()[hr_].requested_size = 8;
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrFormat("%s: free %s keeps a requested size",
+                                  Region(), Chunk(hr_))));
+  peer_->chunks()[hr_].requested_size = 0;
+}
+
+TEST_F(AllocatorValidateTest, PeaksAreNeverBelowTheCurrentValues) {
+  const int64_t peak = peer_->stats().peak_bytes_in_use;
+  peer_->stats().peak_bytes_in_use = 256;
+  EXPECT_EQ(alloc_->Validate(),
+            Error("peak_bytes_in_use 256 < bytes_in_use 3072"));
+  peer_->stats().peak_bytes_in_use = peak;
+  const int64_t peak_pool = *peer_->stats().peak_pool_bytes;
+  *peer_->stats().peak_pool_bytes = 256;
+  EXPECT_EQ(alloc_->Validate(), Error("peak_pool_bytes 256 < pool_bytes "
+                                      "2097152"));
+  *peer_->stats().peak_pool_bytes = peak_pool;
+}
+
+TEST_F(AllocatorValidateTest, CountersAreNeverNegative) {
+  const int64_t n = peer_->stats().num_allocs;
+  peer_->stats().num_allocs = -1;
+  EXPECT_EQ(alloc_->Validate(),
+            Error("negative counters: num_allocs -1, largest_alloc_size 2048, "
+                  "num_retries 0"));
+  peer_->stats().num_allocs = n;
+}
+
+TEST_F(AllocatorValidateTest, TheBinsHoldExactlyTheFreeChunks) {
+  // A second entry naming the free rest under a size of another bin: the
+  // rest is still found in its own bin, so only the totals disagree.
+  const size_t size = peer_->chunks()[hr_].size;
+  char* fake = static_cast<char*>(rest_) + 256;
+  const internal::BinNum b = BinNumForSize(size);
+  ASSERT_TRUE(peer_->bin(b).Insert(size - 256, fake, hr_));
+  const absl::Status s = alloc_->Validate();
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  ASSERT_TRUE(peer_->bin(b).Erase(size - 256, fake));
+}
+
 // --- The ladder ------------------------------------------------------------
 
 TEST(CheckLadderTest, LevelIsOneOfTheLadder) {

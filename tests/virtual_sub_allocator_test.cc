@@ -208,6 +208,46 @@ TEST(VirtualSubAllocatorTest, InvalidFreesAreCountedAndChangeNothing) {
   EXPECT_EQ(sub.invalid_frees(), 9u);
 }
 
+TEST(VirtualSubAllocatorTest, FreeWhoseSizeWrapsTheAddressRangeIsInvalid) {
+  SilenceLog log;
+  int free_visits = 0;
+  VirtualSubAllocator sub(64 * kMiB, VirtualSubAllocator::Options(), {},
+                          {[&](void*, int, size_t) { ++free_visits; }});
+  char* a = AllocOrNull(sub, kMiB);
+  char* b = AllocOrNull(sub, kMiB);
+  ASSERT_EQ(b, a + kMiB);
+  // b's offset plus these sizes wraps past 2^64: the range ends "before" it
+  // starts. Each is a multiple of 256, so rounding does not reject it.
+  const size_t max = std::numeric_limits<size_t>::max();
+  for (size_t size : {max - 255, max - kMiB + 1, max - 2 * kMiB + 1}) {
+    sub.Free(b, size);
+  }
+  EXPECT_EQ(sub.invalid_frees(), 3u);
+  EXPECT_EQ(free_visits, 0) << "the visitors were told of a free that did "
+                               "not happen";
+  EXPECT_EQ(sub.bytes_in_use(), 2 * kMiB);
+  // Both blocks are still exactly as they were.
+  sub.Free(b, kMiB);
+  sub.Free(a, kMiB);
+  EXPECT_EQ(sub.invalid_frees(), 3u);
+  EXPECT_EQ(sub.bytes_in_use(), 0u);
+  EXPECT_EQ(free_visits, 2);
+}
+
+TEST(VirtualSubAllocatorTest, AFailedReservationSaysWhyInAvailability) {
+  SilenceLog log;
+  VirtualSubAllocator ok(kMiB);
+  EXPECT_TRUE(ok.Availability().ok());
+  VirtualSubAllocator huge(size_t{1} << 63);  // beyond any address space
+  EXPECT_EQ(huge.Availability().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(huge.Availability().message().find(
+                "cannot reserve 9223372036854775808 bytes"),
+            absl::string_view::npos)
+      << huge.Availability();
+  VirtualSubAllocator empty(0);
+  EXPECT_EQ(empty.Availability().code(), absl::StatusCode::kUnavailable);
+}
+
 TEST(VirtualSubAllocatorTest, ReusesFreedRangeFirstFit) {
   VirtualSubAllocator sub(64 * kMiB);
   char* a = AllocOrNull(sub, kMiB);

@@ -31,7 +31,20 @@
 //   * Out of memory: optionally give fully-free regions back and extend again
 //     (`garbage_collection`), optionally wait for other threads' frees
 //     (`allow_retry_on_failure` AND the attribute), then fail: nullptr from
-//     AllocateRaw, ResourceExhausted from Allocate.
+//     AllocateRaw, ResourceExhausted from Allocate. Anything that makes room
+//     (a free, ReleaseFreeRegions, garbage collection, a new region) wakes
+//     the waiters. The wait is skipped ("fail fast") when it cannot help:
+//     the pool is empty (no thread holds memory of this allocator, so no
+//     free or release can make room), the sub-allocator reports itself
+//     unavailable (SubAllocator::Availability), it threw, or there is none.
+//   * Failures are logged at a bounded rate: the first out-of-memory report
+//     carries TF's full memory log, the next ones up to
+//     `max_oom_logs` a summary and the occupancy picture; after that one
+//     line at each power-of-two count says how many were suppressed (and the
+//     destructor gives the total). `max_oom_logs` = 0 logs none.
+//   * User code below the library (the sub-allocator, its visitors, the log
+//     sink) may throw: see bfc/sub_allocator.h ("Exceptions") for what
+//     becomes of each; nothing escapes the allocator's calls.
 //
 // Where bfc differs from TF (by design): bad input never aborts (an invalid
 // free is reported and counted, the state is untouched); alignments above 256
@@ -126,6 +139,12 @@ class Allocator {
   //   InvalidArgument:   num_bytes == 0, bad alignment, overflowing size.
   //   ResourceExhausted: out of memory; the message says what was asked,
   //                      what is in use, the limit and the largest free chunk.
+  //   Unavailable:       the sub-allocator can never allocate
+  //                      (SubAllocator::Availability: no CUDA driver or
+  //                      device, the reservation failed); its reason follows.
+  //   Internal:          the sub-allocator threw; its what() follows.
+  //   FailedPrecondition: the allocator has no sub-allocator.
+  // The last three fail at once, without the retry wait.
   absl::StatusOr<void*> Allocate(
       size_t num_bytes, size_t alignment = kMinAllocationSize,
       const AllocationAttributes& attr = AllocationAttributes());
@@ -150,8 +169,22 @@ class Allocator {
   const Options& options() const { return opts_; }
 
   // Gives every region with no chunk in use back to the sub-allocator
-  // (PyTorch's empty_cache). Returns the bytes released.
+  // (PyTorch's empty_cache) and wakes allocations waiting to retry. Returns
+  // the bytes released (a region whose Free threw is forgotten but not
+  // counted here; see sub_allocator_failures()).
   size_t ReleaseFreeRegions();
+
+  // What the sub-allocator's user code did wrong (never reset).
+  struct SubAllocatorFailures {
+    int64_t alloc_exceptions = 0;  // Alloc calls that threw
+    int64_t free_exceptions = 0;   // Free calls that threw
+    // Bytes of the regions whose Free threw: forgotten by this allocator
+    // (out of its pool), their fate unknown.
+    int64_t bytes_abandoned = 0;
+  };
+  SubAllocatorFailures sub_allocator_failures() const;
+  // Out-of-memory reports not logged because of the rate limit (never reset).
+  int64_t num_oom_logs_suppressed() const;
   // TF's one-line picture: 100 characters over all regions; '*' requested
   // bytes, 'x' rounding/padding in use, '_' free.
   std::string RenderOccupancy() const;
@@ -204,10 +237,25 @@ class Allocator {
                      const AllocationAttributes& attr)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // A checked request: one attempt, or attempts until retry_timeout while
-  // other threads free; on failure counts and logs the out-of-memory.
+  // other threads free (unless waiting cannot help); on failure counts and
+  // logs the out-of-memory and, when `failure` is given, sets it to the
+  // status Allocate returns.
   void* AllocateOrFail(size_t alignment, size_t num_bytes, size_t rounded,
-                       const AllocationAttributes& attr)
+                       const AllocationAttributes& attr,
+                       absl::Status* failure = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  // After a failed attempt: why no region could be had when it is not plain
+  // lack of memory (no sub-allocator, it threw, it is unavailable), else OK.
+  absl::Status FailureCauseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Gives a region to sub_allocator_->Free, catching what it throws (logged
+  // and counted); false when it threw.
+  bool FreeToSubAllocator(void* ptr, size_t num_bytes, const char* why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Wakes the allocations waiting to retry, if any (room was made).
+  // Signalling costs a futex call; only paid when an allocation waits.
+  void WakeWaiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (num_waiters_ > 0) freed_cv_.SignalAll();
+  }
   // One attempt (TF: AllocateRawInternal): FindChunk, else Extend, else give
   // free regions back and Extend; nullptr when all fail.
   void* AllocateLocked(size_t alignment, size_t num_bytes, size_t rounded)
@@ -279,10 +327,12 @@ class Allocator {
   std::string OomMessage(size_t num_bytes, size_t rounded,
                          size_t alignment) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Logs OomMessage, the occupancy picture and TF's memory log, at most
-  // Options::max_oom_logs times per allocator.
-  void LogOom(size_t num_bytes, size_t rounded, size_t alignment)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Logs OomMessage (or `cause`, when the failure has one) and the occupancy
+  // picture, with TF's memory log the first time, at most
+  // Options::max_oom_logs times per allocator; then one line per
+  // power-of-two count of suppressed reports.
+  void LogOom(size_t num_bytes, size_t rounded, size_t alignment,
+              const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // RenderOccupancy's body.
   std::string RenderOccupancyLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -355,6 +405,10 @@ class Allocator {
   int64_t next_allocation_id_ ABSL_GUARDED_BY(mutex_) = 1;
   AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
   int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t oom_logs_suppressed_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Set by Extend when the sub-allocator threw during the current attempt.
+  absl::Status extend_error_ ABSL_GUARDED_BY(mutex_);
+  SubAllocatorFailures sub_failures_ ABSL_GUARDED_BY(mutex_);
   // allocation id -> call stack, with Options::record_allocation_sites.
   absl::flat_hash_map<int64_t, RawStack> sites_ ABSL_GUARDED_BY(mutex_);
 };

@@ -10,8 +10,10 @@
 //
 // The device sub-allocator switches to its device for each call and restores
 // the caller's current device afterwards (cudaSetDevice-safe). CUDA errors
-// never abort. cudaMalloc blocks are never merged (SupportsCoalescing() is
-// false), as in TF's DeviceMemAllocator.
+// never abort; Availability() names why a backend cannot work at all (no
+// driver, no device), so an allocator fails fast with that reason. cudaMalloc
+// blocks are never merged (SupportsCoalescing() is false), as in TF's
+// DeviceMemAllocator.
 //
 // Thread-safe (the CUDA runtime is).
 #ifndef BFC_CUDA_SUB_ALLOCATOR_H_
@@ -42,6 +44,9 @@ class CudaDeviceSubAllocator : public SubAllocator {
   void Free(void* ptr, size_t num_bytes) override;
   bool SupportsCoalescing() const override { return false; }
   MemoryType GetMemoryType() const override { return MemoryType::kDevice; }
+  // Unavailable when the runtime sees no device (no driver, no GPU) or not
+  // this one, with the runtime's reason.
+  absl::Status Availability() const override;
   int device_ordinal() const { return device_ordinal_; }
 
  private:
@@ -60,6 +65,8 @@ class CudaPinnedSubAllocator : public SubAllocator {
   void Free(void* ptr, size_t num_bytes) override;
   bool SupportsCoalescing() const override { return false; }
   MemoryType GetMemoryType() const override { return MemoryType::kHostPinned; }
+  // Unavailable when the runtime sees no device (pinned memory needs one).
+  absl::Status Availability() const override;
 };
 
 }  // namespace bfc

@@ -31,6 +31,9 @@ const char* LogSeverityName(LogSeverity severity);
 using LogSink =
     std::function<void(LogSeverity severity, std::string_view message)>;
 
+// A sink that throws does not break the caller: Log catches the exception and
+// writes a note naming it, then the message, to stderr.
+//
 // Replaces the process-wide sink and returns the previous one. An empty sink
 // restores the default (one line per message on stderr).
 LogSink SetLogSink(LogSink sink);

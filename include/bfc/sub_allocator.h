@@ -21,15 +21,40 @@
 //     returned by `Alloc`.
 //   * Visitors run after every successful Alloc and before every Free; free
 //     visitors run in reverse registration order.
+//   * `Availability()` says whether Alloc can succeed at all (see below).
+//
+// Exceptions from user code (the library is noexcept at its boundary; an
+// exception from code below it becomes a failure with a message):
+//   * `Alloc` throws: the allocation that needed the region fails at once (no
+//     back-off, no retry wait). `Allocator::Allocate` returns Internal with
+//     the exception's what(); `AllocateRaw` returns nullptr and logs it. The
+//     allocator's state is unchanged; whatever the throwing call may have
+//     reserved is the sub-allocator's own business.
+//   * `Free` throws (ReleaseFreeRegions, garbage collection, a refused block,
+//     the destructor): the region is forgotten by the allocator all the same
+//     -- taken out of its pool and its stats, never handed out again and
+//     never passed to Free a second time -- and the failure is logged and
+//     counted (Allocator::sub_allocator_failures()). Validate() stays OK.
+//   * `SupportsCoalescing`, `GetMemoryType` or `Availability` throw: treated
+//     as false, kUnknown and Internal(what()) respectively, and logged.
+//   * A visitor throws: VisitAlloc / VisitFree catch it, log it, count it in
+//     num_visitor_exceptions() and run the remaining visitors; the Alloc or
+//     Free itself goes ahead (the memory is real; the visitor only observed).
+//   * A destructor that throws ends the process (C++ makes destructors
+//     noexcept); do not.
 //
 // Thread safety: a SubAllocator is only called with its allocator's mutex
 // held, so implementations need not be thread-safe unless shared.
 #ifndef BFC_SUB_ALLOCATOR_H_
 #define BFC_SUB_ALLOCATOR_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace bfc {
 
@@ -62,12 +87,32 @@ class SubAllocator {
 
   virtual MemoryType GetMemoryType() const;
 
+  // OK when Alloc can succeed in principle; otherwise why no Alloc ever will,
+  // whatever the size (usually Unavailable: no CUDA driver or device, the
+  // address-space reservation failed). The allocator asks after an Alloc
+  // failed; a non-OK answer fails the request at once with this status
+  // instead of waiting for frees that cannot help. Default: OK.
+  virtual absl::Status Availability() const;
+
+  // Visitor calls that threw (caught, logged, counted; see the contract).
+  int64_t num_visitor_exceptions() const {
+    return num_visitor_exceptions_.load(std::memory_order_relaxed);
+  }
+
  protected:
+  // Both run every visitor; one that throws is logged and counted and the
+  // rest still run.
   void VisitAlloc(void* ptr, int index, size_t num_bytes);
   // Free visitors run in reverse order.
   void VisitFree(void* ptr, int index, size_t num_bytes);
 
  private:
+  // Calls visitor `v`, catching what it throws.
+  void Visit(const Visitor& v, const char* kind, void* ptr, int index,
+             size_t num_bytes);
+
+  // Atomic: the CUDA sub-allocators may be shared between allocators.
+  std::atomic<int64_t> num_visitor_exceptions_{0};
   const std::vector<Visitor> alloc_visitors_;
   const std::vector<Visitor> free_visitors_;
 };

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "bfc/sub_allocator.h"
@@ -50,12 +51,16 @@ class VirtualSubAllocator : public SubAllocator {
   void* Alloc(size_t alignment, size_t num_bytes,
               size_t* bytes_received) override;
   // `ptr`/`num_bytes` must be (a contiguous union of) blocks from Alloc.
-  // Anything else is ignored and counted in invalid_frees().
+  // Anything else (including a size that runs past the reservation) is
+  // ignored, counted in invalid_frees() and never shown to the free visitors.
   void Free(void* ptr, size_t num_bytes) override;
   bool SupportsCoalescing() const override {
     return options_.supports_coalescing;
   }
   MemoryType GetMemoryType() const override { return MemoryType::kUnknown; }
+  // Unavailable, naming the reason, when the reservation failed (a capacity of
+  // 0, beyond the address space, or refused by mmap).
+  absl::Status Availability() const override;
 
   // The reserved range.
   void* base() const { return base_; }
@@ -70,6 +75,8 @@ class VirtualSubAllocator : public SubAllocator {
   const Options options_;
   char* base_ = nullptr;
   size_t capacity_ = 0;
+  // Why there is no reservation (empty when there is one).
+  std::string reservation_error_;
   // Free ranges: offset -> length, coalesced.
   std::map<size_t, size_t> free_ranges_;
   // Handed-out ranges: offset -> length (for validating Free).

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -52,9 +54,46 @@ std::string HumanBytes(int64_t num_bytes) {
 
 int64_t MaxInternalFragmentation(double fraction, size_t total_memory) {
   if (fraction > 0.0 && fraction <= 1.0) {
-    return static_cast<int64_t>(fraction * static_cast<double>(total_memory));
+    // With total_memory near SIZE_MAX the product reaches 2^64: casting a
+    // double at or above 2^63 (exact in double) to int64_t is undefined, and
+    // on x86 yields INT64_MIN, which would split every chunk. No chunk can be
+    // that large, so the cap saturates.
+    const double bytes = fraction * static_cast<double>(total_memory);
+    constexpr double kTwoTo63 = 9223372036854775808.0;
+    if (!(bytes < kTwoTo63)) return std::numeric_limits<int64_t>::max();
+    return static_cast<int64_t>(bytes);
   }
   return kDefaultMaxInternalFragmentation;
+}
+
+// Runs `f`, user code below the library's noexcept boundary; what it throws
+// becomes false and *what.
+template <typename F>
+bool CallUserCode(F&& f, std::string* what) {
+  try {
+    f();
+    return true;
+  } catch (const std::exception& e) {
+    *what = e.what();
+  } catch (...) {
+    *what = "an exception that is not a std::exception";
+  }
+  return false;
+}
+
+bool SupportsCoalescingNoThrow(const SubAllocator* sub,
+                               const std::string& name) {
+  if (sub == nullptr) return false;
+  bool result = false;
+  std::string what;
+  if (!CallUserCode([&] { result = sub->SupportsCoalescing(); }, &what)) {
+    Log(LogSeverity::kError,
+        absl::StrCat("Allocator '", name,
+                     "': SubAllocator::SupportsCoalescing threw (", what,
+                     "); regions will not be merged"));
+    return false;
+  }
+  return result;
 }
 
 }  // namespace
@@ -71,8 +110,7 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
       name_(std::move(name)),
       opts_(options),
       memory_limit_(total_memory),
-      coalesce_regions_(sub_allocator_ != nullptr &&
-                        sub_allocator_->SupportsCoalescing()),
+      coalesce_regions_(SupportsCoalescingNoThrow(sub_allocator_.get(), name_)),
       max_internal_fragmentation_bytes_(MaxInternalFragmentation(
           options.fragmentation_fraction, total_memory)) {
   internal::MutexLock lock(&mutex_);
@@ -123,9 +161,16 @@ Allocator::~Allocator() {
             LeakReportLocked(/*top_n=*/10));
   }
   if (sub_allocator_ != nullptr) {
+    // A Free that throws is logged and the others still run.
     for (const internal::AllocationRegion& r : region_manager_.regions()) {
-      sub_allocator_->Free(r.ptr(), r.memory_size());
+      (void)FreeToSubAllocator(r.ptr(), r.memory_size(), "destruction");
     }
+  }
+  if (oom_logs_suppressed_ > 0) {
+    Log(LogSeverity::kWarning,
+        absl::StrFormat("Allocator '%s': %d out-of-memory report(s) in all "
+                        "were suppressed (max_oom_logs=%d)",
+                        name_, oom_logs_suppressed_, opts_.max_oom_logs));
   }
 }
 
@@ -260,46 +305,107 @@ absl::StatusOr<void*> Allocator::Allocate(size_t num_bytes, size_t alignment,
     case RequestCheck::kOk:
       break;
   }
-  void* ptr = AllocateOrFail(alignment, num_bytes, rounded, attr);
+  absl::Status failure;
+  void* ptr = AllocateOrFail(alignment, num_bytes, rounded, attr, &failure);
   if (ptr != nullptr) return ptr;
-  internal::MutexLock lock(&mutex_);
-  return absl::ResourceExhaustedError(
-      OomMessage(num_bytes, rounded, alignment));
+  return failure;
 }
 
 void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
                                 size_t rounded,
-                                const AllocationAttributes& attr) {
+                                const AllocationAttributes& attr,
+                                absl::Status* failure) {
   internal::MutexLock lock(&mutex_);
   void* ptr = AllocateLocked(alignment, num_bytes, rounded);
   if (ptr != nullptr) return ptr;
-  // Waiting cannot help a request larger than the whole limit.
+  absl::Status cause = FailureCauseLocked();
+  // Waiting helps only when another thread can make room: by a free or a
+  // release of memory this allocator holds. It cannot when the pool is empty
+  // (nobody holds anything of ours), when the sub-allocator can never
+  // allocate, threw, or is missing (`cause`), or for a request larger than
+  // the whole limit.
+  auto waiting_can_help = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return cause.ok() && *stats_.pool_bytes > 0;
+  };
   if (opts_.allow_retry_on_failure && attr.retry_on_failure &&
-      rounded <= memory_limit_) {
+      rounded <= memory_limit_ && waiting_can_help()) {
     // Only a request that failed once pays for reading the clock.
     const absl::Time deadline = absl::Now() + opts_.retry_timeout;
-    while (absl::Now() < deadline) {
-      // Every free signals the condition variable while someone waits, so
-      // each free gets the waiter one more attempt, as TF's AllocatorRetry
-      // does.
+    while (absl::Now() < deadline && waiting_can_help()) {
+      // Everything that makes room signals the condition variable while
+      // someone waits, so each gets the waiter one more attempt, as TF's
+      // AllocatorRetry does for frees.
       ++num_waiters_;
       ++stats_.num_retries;
       freed_cv_.WaitWithDeadline(&mutex_, deadline);
       --num_waiters_;
       ptr = AllocateLocked(alignment, num_bytes, rounded);
       if (ptr != nullptr) return ptr;
+      cause = FailureCauseLocked();
     }
   }
   ++stats_.num_ooms;
   // TF logs non-retryable failures too: the caller may have a fallback, but
   // the user may want to know memory was short.
-  LogOom(num_bytes, rounded, alignment);
+  LogOom(num_bytes, rounded, alignment, cause);
+  if (failure != nullptr) {
+    *failure = cause.ok() ? absl::ResourceExhaustedError(
+                                OomMessage(num_bytes, rounded, alignment))
+                          : cause;
+  }
   MaybeValidate("AllocateRaw (out of memory)");
   return nullptr;
 }
 
+absl::Status Allocator::FailureCauseLocked() const {
+  if (sub_allocator_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Allocator '", name_, "' has no sub-allocator"));
+  }
+  if (!extend_error_.ok()) return extend_error_;
+  absl::Status available;
+  std::string what;
+  if (!CallUserCode([&] { available = sub_allocator_->Availability(); },
+                    &what)) {
+    return absl::InternalError(absl::StrCat(
+        "Allocator '", name_, "': SubAllocator::Availability threw: ", what));
+  }
+  if (available.ok()) return available;
+  return absl::Status(available.code(),
+                      absl::StrCat("Allocator '", name_,
+                                   "': the sub-allocator cannot allocate: ",
+                                   available.message()));
+}
+
+bool Allocator::FreeToSubAllocator(void* ptr, size_t num_bytes,
+                                   const char* why) {
+  std::string what;
+  if (CallUserCode([&] { sub_allocator_->Free(ptr, num_bytes); }, &what)) {
+    return true;
+  }
+  ++sub_failures_.free_exceptions;
+  sub_failures_.bytes_abandoned += static_cast<int64_t>(num_bytes);
+  Log(LogSeverity::kError,
+      absl::StrFormat("Allocator '%s': SubAllocator::Free(%p, %d bytes) "
+                      "during %s threw: %s; the region is forgotten (never "
+                      "used or freed again)",
+                      name_, ptr, num_bytes, why, what));
+  return false;
+}
+
+Allocator::SubAllocatorFailures Allocator::sub_allocator_failures() const {
+  internal::MutexLock lock(&mutex_);
+  return sub_failures_;
+}
+
+int64_t Allocator::num_oom_logs_suppressed() const {
+  internal::MutexLock lock(&mutex_);
+  return oom_logs_suppressed_;
+}
+
 void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
                                 size_t rounded) {
+  extend_error_ = absl::OkStatus();
   ChunkHandle h = FindChunk(alignment, rounded);
   if (h == kInvalidChunkHandle && Extend(alignment, rounded)) {
     h = FindChunk(alignment, rounded);
@@ -418,7 +524,22 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
   void* mem = nullptr;
   for (;;) {
     bytes_received = 0;
-    mem = sub_allocator_->Alloc(region_alignment, bytes, &bytes_received);
+    std::string what;
+    if (!CallUserCode(
+            [&] {
+              mem = sub_allocator_->Alloc(region_alignment, bytes,
+                                          &bytes_received);
+            },
+            &what)) {
+      // Not a size problem, so no back-off: the request fails with it.
+      ++sub_failures_.alloc_exceptions;
+      extend_error_ = absl::InternalError(absl::StrFormat(
+          "Allocator '%s': SubAllocator::Alloc(%d bytes, alignment %d) "
+          "threw: %s",
+          name_, bytes, region_alignment, what));
+      Log(LogSeverity::kError, std::string(extend_error_.message()));
+      return false;
+    }
     if (mem != nullptr) {
       // Refuse memory that breaks the SubAllocator contract, giving it back:
       // handing it out would corrupt the caller or our own bookkeeping.
@@ -449,7 +570,7 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
                           "alignment %d) %s; refused and given back",
                           name_, mem, bytes_received, bytes, region_alignment,
                           problem));
-      sub_allocator_->Free(mem, bytes_received);
+      (void)FreeToSubAllocator(mem, bytes_received, "the refusal of a block");
       mem = nullptr;
     }
     // Back off, as TF does, but always by at least kMinAllocationSize so a
@@ -514,6 +635,8 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
     }
   }
   InsertFreeChunkIntoBin(TryToCoalesce(h));
+  // The new region may hold more than this request needs.
+  WakeWaiters();
   MaybeValidate("Extend");
   return true;
 }
@@ -563,12 +686,17 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
     DeleteChunk(h);
     const bool removed = region_manager_.RemoveAllocationRegion(r.ptr());
     BFC_DCHECK(removed);
-    sub_allocator_->Free(r.ptr(), r.memory_size());
+    // Out of the pool whether or not Free throws: a region whose Free threw
+    // is forgotten, never handed out or freed again.
     total_region_allocated_bytes_ -= r.memory_size();
     *stats_.pool_bytes -= static_cast<int64_t>(r.memory_size());
-    ++stats_.num_regions_released;
-    released += r.memory_size();
+    if (FreeToSubAllocator(r.ptr(), r.memory_size(), "region release")) {
+      ++stats_.num_regions_released;
+      released += r.memory_size();
+    }
   }
+  // The limit has room again: waiters may now Extend.
+  if (!to_release.empty()) WakeWaiters();
   MaybeValidate("ReleaseFreeRegions");
   return released;
 }
@@ -590,13 +718,32 @@ std::string Allocator::OomMessage(size_t num_bytes, size_t rounded,
       HumanBytes(static_cast<int64_t>(LargestFreeChunkLocked())));
 }
 
-void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment) {
-  if (oom_logs_ >= opts_.max_oom_logs) return;
+void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment,
+                       const absl::Status& cause) {
+  if (opts_.max_oom_logs <= 0) return;
+  if (oom_logs_ >= opts_.max_oom_logs) {
+    // A storm: one line at each power-of-two count, so n failures log
+    // O(log n) lines and the count of what was dropped is never lost.
+    ++oom_logs_suppressed_;
+    if ((oom_logs_suppressed_ & (oom_logs_suppressed_ - 1)) == 0) {
+      Log(LogSeverity::kWarning,
+          absl::StrFormat("Allocator '%s': %d similar out-of-memory "
+                          "report(s) suppressed so far (max_oom_logs=%d); "
+                          "the latest asked for %d bytes",
+                          name_, oom_logs_suppressed_, opts_.max_oom_logs,
+                          num_bytes));
+    }
+    return;
+  }
   ++oom_logs_;
+  const std::string what = cause.ok()
+                               ? OomMessage(num_bytes, rounded, alignment)
+                               : std::string(cause.message());
   Log(LogSeverity::kWarning,
-      absl::StrCat(OomMessage(num_bytes, rounded, alignment),
-                   "\nOccupancy: ", RenderOccupancyLocked()));
-  Log(LogSeverity::kWarning, MemoryLogLocked(num_bytes));
+      absl::StrCat(what, "\nOccupancy: ", RenderOccupancyLocked()));
+  // TF's memory log lists every chunk: once per allocator is enough to see
+  // the picture, and a storm of them buries everything else.
+  if (oom_logs_ == 1) Log(LogSeverity::kWarning, MemoryLogLocked(num_bytes));
 }
 
 // --- Deallocation ------------------------------------------------------------
@@ -631,8 +778,7 @@ absl::Status Allocator::Deallocate(void* ptr) {
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(ChunkHandle h) {
   MarkFree(h);
   InsertFreeChunkIntoBin(TryToCoalesce(h));
-  // Signalling costs a futex call; only pay it when an allocation waits.
-  if (num_waiters_ > 0) freed_cv_.SignalAll();
+  WakeWaiters();
   MaybeValidate("Deallocate");
 }
 
@@ -837,8 +983,17 @@ bool Allocator::ClearStats() {
 }
 
 MemoryType Allocator::GetMemoryType() const {
-  return sub_allocator_ != nullptr ? sub_allocator_->GetMemoryType()
-                                   : MemoryType::kUnknown;
+  if (sub_allocator_ == nullptr) return MemoryType::kUnknown;
+  MemoryType type = MemoryType::kUnknown;
+  std::string what;
+  if (!CallUserCode([&] { type = sub_allocator_->GetMemoryType(); }, &what)) {
+    Log(LogSeverity::kError,
+        absl::StrCat("Allocator '", name_,
+                     "': SubAllocator::GetMemoryType threw (", what,
+                     "); reporting unknown"));
+    return MemoryType::kUnknown;
+  }
+  return type;
 }
 
 size_t Allocator::MetadataBytes() const {

@@ -129,6 +129,21 @@ CudaDeviceSubAllocator::CudaDeviceSubAllocator(
 
 CudaDeviceSubAllocator::~CudaDeviceSubAllocator() = default;
 
+absl::Status CudaDeviceSubAllocator::Availability() const {
+  std::string error;
+  const int count = CudaDeviceCount(&error);
+  if (count == 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "CudaDeviceSubAllocator(device %d): %s", device_ordinal_, error));
+  }
+  if (device_ordinal_ < 0 || device_ordinal_ >= count) {
+    return absl::UnavailableError(absl::StrFormat(
+        "CudaDeviceSubAllocator(device %d): no such device (%d visible)",
+        device_ordinal_, count));
+  }
+  return absl::OkStatus();
+}
+
 void* CudaDeviceSubAllocator::Alloc(size_t alignment, size_t num_bytes,
                                     size_t* bytes_received) {
   if (bytes_received != nullptr) *bytes_received = 0;
@@ -188,6 +203,14 @@ CudaPinnedSubAllocator::CudaPinnedSubAllocator(
     : SubAllocator(std::move(alloc_visitors), std::move(free_visitors)) {}
 
 CudaPinnedSubAllocator::~CudaPinnedSubAllocator() = default;
+
+absl::Status CudaPinnedSubAllocator::Availability() const {
+  std::string error;
+  if (CudaDeviceCount(&error) == 0) {
+    return absl::UnavailableError("CudaPinnedSubAllocator: " + error);
+  }
+  return absl::OkStatus();
+}
 
 void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
                                     size_t* bytes_received) {

@@ -4,6 +4,7 @@
 #include "bfc/log.h"
 
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -64,11 +65,24 @@ void Log(LogSeverity severity, std::string_view message) {
     internal::MutexLock lock(&internal::log_sink_mutex);
     if (sink != nullptr && *sink) current = *sink;
   }
-  if (current) {
-    current(severity, message);
-  } else {
+  if (!current) {
     DefaultSink(severity, message);
+    return;
   }
+  // A sink is user code below the library's noexcept boundary: what it throws
+  // is reported on stderr with the message it was given, never propagated.
+  std::string what;
+  try {
+    current(severity, message);
+    return;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  DefaultSink(LogSeverity::kError, std::string("the log sink threw (") + what +
+                                       "); the message it was given follows");
+  DefaultSink(severity, message);
 }
 
 }  // namespace bfc

@@ -5,7 +5,12 @@
 // and the names of memory types used in messages and dumps.
 #include "bfc/sub_allocator.h"
 
+#include <exception>
+#include <string>
 #include <utility>
+
+#include "absl/strings/str_format.h"
+#include "bfc/log.h"
 
 namespace bfc {
 
@@ -33,9 +38,30 @@ SubAllocator::~SubAllocator() = default;
 
 MemoryType SubAllocator::GetMemoryType() const { return MemoryType::kUnknown; }
 
+absl::Status SubAllocator::Availability() const { return absl::OkStatus(); }
+
+void SubAllocator::Visit(const Visitor& v, const char* kind, void* ptr,
+                         int index, size_t num_bytes) {
+  if (!v) return;
+  std::string what;
+  try {
+    v(ptr, index, num_bytes);
+    return;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  num_visitor_exceptions_.fetch_add(1, std::memory_order_relaxed);
+  Log(LogSeverity::kError,
+      absl::StrFormat("SubAllocator: %s visitor threw on (%p, index %d, %d "
+                      "bytes): %s; ignored, the other visitors still run",
+                      kind, ptr, index, num_bytes, what));
+}
+
 void SubAllocator::VisitAlloc(void* ptr, int index, size_t num_bytes) {
   for (const Visitor& v : alloc_visitors_) {
-    if (v) v(ptr, index, num_bytes);
+    Visit(v, "alloc", ptr, index, num_bytes);
   }
 }
 
@@ -43,7 +69,7 @@ void SubAllocator::VisitFree(void* ptr, int index, size_t num_bytes) {
   // Reverse order so that a visitor pair registered as (A, B) unwinds as
   // (B, A): whatever B set up on top of A's state is torn down first.
   for (auto it = free_visitors_.rbegin(); it != free_visitors_.rend(); ++it) {
-    if (*it) (*it)(ptr, index, num_bytes);
+    Visit(*it, "free", ptr, index, num_bytes);
   }
 }
 

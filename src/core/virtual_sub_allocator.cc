@@ -19,11 +19,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bfc/internal/constants.h"
 #include "bfc/log.h"
@@ -60,24 +63,41 @@ VirtualSubAllocator::VirtualSubAllocator(size_t capacity_bytes,
     : SubAllocator(std::move(alloc_visitors), std::move(free_visitors)),
       options_(options) {
   size_t capacity = 0;
-  if (capacity_bytes == 0 || !RoundUp(capacity_bytes, PageSize(), &capacity)) {
+  if (capacity_bytes == 0) {
+    reservation_error_ = "a capacity of 0 bytes reserves nothing";
+    return;
+  }
+  if (!RoundUp(capacity_bytes, PageSize(), &capacity)) {
+    reservation_error_ = absl::StrFormat(
+        "a capacity of %d bytes overflows when rounded up to the page size",
+        capacity_bytes);
     return;
   }
   // PROT_NONE + MAP_NORESERVE: the kernel hands out address space only, with
   // no commit charge, so terabyte reservations succeed on small machines and
   // any accidental dereference faults instead of silently using memory.
+  reservation_error_ = absl::StrFormat(
+      "cannot reserve %d bytes of address space", capacity_bytes);
   void* base = mmap(nullptr, capacity, PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
+    absl::StrAppend(&reservation_error_, " (mmap: ", std::strerror(errno), ")");
     Log(LogSeverity::kError,
         absl::StrFormat("VirtualSubAllocator: cannot reserve %d bytes of "
                         "address space; every Alloc will fail",
                         capacity_bytes));
     return;
   }
+  reservation_error_.clear();
   base_ = static_cast<char*>(base);
   capacity_ = capacity;
   free_ranges_.emplace(0, capacity_);
+}
+
+absl::Status VirtualSubAllocator::Availability() const {
+  if (base_ != nullptr) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("VirtualSubAllocator: ", reservation_error_));
 }
 
 VirtualSubAllocator::~VirtualSubAllocator() {
@@ -153,6 +173,17 @@ void VirtualSubAllocator::Free(void* ptr, size_t num_bytes) {
     return;
   }
   const size_t begin = static_cast<size_t>(p - base_);
+  // A size that runs past the reservation (or wraps the address range) can
+  // name no run of blocks: without this check `end` could wrap below `begin`,
+  // the walk below would find no block, and the Free would pass for valid.
+  if (length > capacity_ - begin) {
+    ++invalid_frees_;
+    Log(LogSeverity::kError,
+        absl::StrFormat("VirtualSubAllocator: ignoring Free(%p, %d): the "
+                        "range runs past the end of the reservation",
+                        ptr, num_bytes));
+    return;
+  }
   const size_t end = begin + length;
   // Accept exactly a run of handed-out blocks that tile [begin, end): this is
   // what the allocator gives back after merging contiguous regions. Check the

@@ -15,10 +15,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "bfc/log.h"
 #include "bfc/sub_allocator.h"
 #include "bfc/virtual_sub_allocator.h"
@@ -37,6 +39,8 @@ struct SubAllocatorJournal {
   size_t invalid_frees = 0;
   // Calls for which a misbehaviour was injected.
   size_t misaligned = 0, shortened = 0, overlapping = 0, lengthened = 0;
+  // Calls that threw on purpose.
+  size_t alloc_throws = 0, free_throws = 0;
 };
 
 class FakeSubAllocator : public SubAllocator {
@@ -61,6 +65,16 @@ class FakeSubAllocator : public SubAllocator {
     // Report (and really hand out) `long_extra_bytes` more than asked.
     std::function<bool(size_t call)> long_if;
     size_t long_extra_bytes = 1024;
+    // Hostile user code. Alloc call `call` (0-based, as for fail_if) throws
+    // std::runtime_error before taking anything; Free call `call` (0-based
+    // over Free calls) throws after journaling and before giving anything
+    // back, so its block stays outstanding.
+    std::function<bool(size_t call)> throw_alloc_if;
+    std::function<bool(size_t call)> throw_free_if;
+    // Availability(): what the backend says about itself.
+    absl::Status availability;
+    // SupportsCoalescing(), GetMemoryType() and Availability() throw.
+    bool throw_from_queries = false;
   };
 
   explicit FakeSubAllocator(Options options,
@@ -79,6 +93,11 @@ class FakeSubAllocator : public SubAllocator {
     const size_t call = journal_->alloc_requests.size();
     journal_->alloc_requests.push_back(num_bytes);
     journal_->alloc_alignments.push_back(alignment);
+    if (options_.throw_alloc_if && options_.throw_alloc_if(call)) {
+      ++journal_->alloc_throws;
+      journal_->alloc_results.push_back(nullptr);
+      throw std::runtime_error("injected Alloc exception");
+    }
     void* p = nullptr;
     if (!(options_.fail_if && options_.fail_if(call, num_bytes))) {
       if (options_.overlap_if && options_.overlap_if(call) && !live_.empty()) {
@@ -119,7 +138,12 @@ class FakeSubAllocator : public SubAllocator {
   }
 
   void Free(void* ptr, size_t num_bytes) override {
+    const size_t free_call = journal_->frees.size();
     journal_->frees.emplace_back(ptr, num_bytes);
+    if (options_.throw_free_if && options_.throw_free_if(free_call)) {
+      ++journal_->free_throws;
+      throw std::runtime_error("injected Free exception");
+    }
     for (size_t i = 0; i < overlapping_.size(); ++i) {
       if (overlapping_[i] == ptr) {
         // Never taken from the backing range: only the accounting changes.
@@ -162,9 +186,17 @@ class FakeSubAllocator : public SubAllocator {
   }
 
   bool SupportsCoalescing() const override {
+    if (options_.throw_from_queries) throw std::runtime_error("injected query");
     return options_.supports_coalescing;
   }
-  MemoryType GetMemoryType() const override { return MemoryType::kDevice; }
+  MemoryType GetMemoryType() const override {
+    if (options_.throw_from_queries) throw std::runtime_error("injected query");
+    return MemoryType::kDevice;
+  }
+  absl::Status Availability() const override {
+    if (options_.throw_from_queries) throw std::runtime_error("injected query");
+    return options_.availability;
+  }
 
   const VirtualSubAllocator& backing() const { return virtual_; }
   // Blocks really taken from the backing range and not yet freed:
