@@ -4,13 +4,17 @@
 #include "bfc/allocator_options.h"
 
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "bfc/allocator.h"
+#include "bfc/log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -114,6 +118,61 @@ TEST(AllocatorOptionsTest, BadValuesNameTheOptionAndLeaveItAlone) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("unknown option \"colour\" (accepted: "
                                      "allow_growth, allow_retry_on_failure"));
+}
+
+// Options set in code skip the parser: ValidateAllocatorOptions applies the
+// same ranges, naming the field; an Allocator given such options says so.
+TEST(AllocatorOptionsTest, OutOfRangeFieldsSetInCodeAreNamed) {
+  EXPECT_TRUE(ValidateAllocatorOptions(AllocatorOptions()).ok());
+  struct Case {
+    std::function<void(AllocatorOptions&)> set;
+    const char* text;  // what the message must say
+  };
+  const Case cases[] = {
+      {[](AllocatorOptions& o) {
+         o.fragmentation_fraction = std::numeric_limits<double>::quiet_NaN();
+       },
+       "option fragmentation_fraction = nan is out of range"},
+      {[](AllocatorOptions& o) { o.fragmentation_fraction = -0.5; },
+       "option fragmentation_fraction = -0.5 is out of range"},
+      {[](AllocatorOptions& o) { o.fragmentation_fraction = 1e300; },
+       "option fragmentation_fraction = 1e+300 is out of range"},
+      {[](AllocatorOptions& o) { o.max_oom_logs = -1; },
+       "option max_oom_logs = -1 is out of range"},
+      {[](AllocatorOptions& o) { o.retry_timeout = absl::Seconds(-1); },
+       "option retry_timeout = -1s is out of range"},
+      {[](AllocatorOptions& o) { o.retry_timeout = absl::InfiniteDuration(); },
+       "option retry_timeout = inf is out of range"},
+  };
+  for (const Case& c : cases) {
+    AllocatorOptions o;
+    c.set(o);
+    const absl::Status s = ValidateAllocatorOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(s.message(), HasSubstr(c.text));
+    // Every accepted value is valid.
+    AllocatorOptions fine;
+    fine.fragmentation_fraction = 1.0;
+    fine.max_oom_logs = 0;
+    fine.retry_timeout = absl::ZeroDuration();
+    EXPECT_TRUE(ValidateAllocatorOptions(fine).ok());
+  }
+  std::vector<std::string> logged;
+  LogSink previous = SetLogSink(
+      [&](LogSeverity, std::string_view m) { logged.emplace_back(m); });
+  {
+    AllocatorOptions o;
+    o.max_oom_logs = -3;
+    Allocator a(nullptr, 1 << 20, "opts", o);
+  }
+  SetLogSink(std::move(previous));
+  bool named = false;
+  for (const std::string& m : logged) {
+    if (m.find("option max_oom_logs = -3 is out of range") != m.npos) {
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named);
 }
 
 // The README's options table is AllocatorOptionsMarkdownTable(), pasted

@@ -100,6 +100,16 @@ absl::string_view OptionKindGrammar(OptionKind kind);
 [[nodiscard]] absl::Status SetAllocatorOption(AllocatorOptions& options,
                                               absl::string_view name,
                                               absl::string_view value);
+// OK when every field lies in the range its grammar accepts; otherwise
+// InvalidArgument naming the first field out of range and its value
+// ("option fragmentation_fraction = nan is out of range (accepted: ...)").
+// For options set in code rather than parsed: an Allocator given such options
+// logs this and falls back to the default behaviour for the field
+// (fragmentation_fraction: the 128 MiB cap; max_oom_logs < 0: none logged;
+// retry_timeout < 0: no wait).
+[[nodiscard]] absl::Status ValidateAllocatorOptions(
+    const AllocatorOptions& options);
+
 // The value of option `name` in the same grammar ("true", "0.5", "10s"), so
 // that SetAllocatorOption(o, n, AllocatorOptionToString(o, n)) is a no-op.
 // Empty for an unknown name.

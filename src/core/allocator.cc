@@ -130,12 +130,10 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
         absl::StrCat("Allocator '", name_,
                      "' has no sub-allocator; every allocation will fail"));
   }
-  if (!(opts_.fragmentation_fraction >= 0.0 &&
-        opts_.fragmentation_fraction <= 1.0)) {
+  if (absl::Status s = ValidateAllocatorOptions(opts_); !s.ok()) {
     Log(LogSeverity::kWarning,
-        absl::StrCat("Allocator '", name_, "': fragmentation_fraction ",
-                     opts_.fragmentation_fraction,
-                     " is outside [0, 1]; using the 128 MiB cap"));
+        absl::StrCat("Allocator '", name_, "': ", s.message(),
+                     "; the default behaviour is used for it"));
   }
 }
 
@@ -635,8 +633,7 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
     }
   }
   InsertFreeChunkIntoBin(TryToCoalesce(h));
-  // The new region may hold more than this request needs.
-  WakeWaiters();
+  WakeWaiters();  // the new region may have room for waiters too
   MaybeValidate("Extend");
   return true;
 }

@@ -135,6 +135,24 @@ absl::Status SetAllocatorOption(AllocatorOptions& options,
       "unknown option \"%s\" (accepted: %s)", name, AcceptedNames()));
 }
 
+absl::Status ValidateAllocatorOptions(const AllocatorOptions& options) {
+  // The range of each field is its grammar's: the value's exact text must
+  // parse back (NaN, negatives, fractions above 1, infinite durations fail).
+#define BFC_INTERNAL_CHECK_OPTION(type, field, default_value, kind, unit, doc) \
+  {                                                                            \
+    type parsed{};                                                             \
+    const std::string text = ToText(options.field);                            \
+    if (!Parse(*FindAllocatorOptionField(#field), text, &parsed).ok()) {       \
+      return absl::InvalidArgumentError(                                       \
+          absl::StrFormat("option %s = %s is out of range (accepted: %s)",     \
+                          #field, text, OptionKindGrammar(OptionKind::kind))); \
+    }                                                                          \
+  }
+  BFC_ALLOCATOR_OPTION_FIELDS(BFC_INTERNAL_CHECK_OPTION)
+#undef BFC_INTERNAL_CHECK_OPTION
+  return absl::OkStatus();
+}
+
 std::string AllocatorOptionToString(const AllocatorOptions& options,
                                     absl::string_view name) {
 #define BFC_INTERNAL_GET_OPTION(type, field, default_value, kind, unit, doc) \
