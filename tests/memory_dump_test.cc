@@ -14,6 +14,7 @@
 #include "bfc/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "testing/fake_sub_allocator.h"
 
 namespace bfc {
@@ -275,6 +276,129 @@ TEST(MemoryDumpTest, OutOfRangeNumbersNameTheField) {
   absl::StatusOr<MemoryDump> back = MemoryDumpFromJson(missing);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->options.max_oom_logs, AllocatorOptions().max_oom_logs);
+}
+
+// A dump document broken in one field at a time (hostile or corrupted
+// input): each is InvalidArgument naming the field's JSON path and what is
+// wrong, never a silent cast, a crash or a dump that lies (a chunk outside
+// its region, a negative size, a bin that does not exist). The expected
+// messages are written out here, not computed by the reader.
+TEST(MemoryDumpTest, EveryFieldIsCheckedForTypeAndRange) {
+  using nlohmann::json;
+  auto alloc = Make(64 * kMiB);
+  void* a = alloc->AllocateRaw(256, 1000);
+  void* b = alloc->AllocateRaw(256, 3 * kMiB);  // a second region
+  void* c = alloc->AllocateRaw(256, 100);
+  alloc->DeallocateRaw(c);
+  const json good = json::parse(MemoryDumpToJson(alloc->RecordMemoryMap()));
+  alloc->DeallocateRaw(a);
+  alloc->DeallocateRaw(b);
+  ASSERT_GE(good["regions"].size(), 2u);
+  ASSERT_TRUE(MemoryDumpFromJson(good.dump()).ok());
+  size_t used = 0, free = 0;
+  while (!good["chunks"][used]["in_use"].get<bool>()) ++used;
+  while (good["chunks"][free]["in_use"].get<bool>()) ++free;
+  const std::string u = "/chunks/" + std::to_string(used);
+  const std::string f = "/chunks/" + std::to_string(free);
+  const std::string un = "chunks[" + std::to_string(used) + "]";
+  const std::string fn = "chunks[" + std::to_string(free) + "]";
+  const uint64_t base0 = good["regions"][0]["base"];
+  const uint64_t chunk0_size = good["chunks"][0]["size"];
+  const int64_t bin0_chunks = good["bins"][0]["total_chunks"];
+
+  struct Case {
+    std::string pointer;  // JSON pointer of the field to change
+    json value;           // its new value; discarded: remove the field
+    std::string message;  // a substring of the error
+  };
+  const std::vector<Case> cases = {
+      {"/version", 1.0, "\"version\" is not an integer"},
+      {"/version", 1.5, "\"version\" is not an integer"},
+      {"/version", 2, "unsupported version 2"},
+      {"/format", 1, "\"format\" is not a string"},
+      {"/limit", -1, "\"limit\" is out of range"},
+      {"/limit", 1.9, "\"limit\" is not an integer"},
+      {"/limit", 1e300, "\"limit\" is not an integer"},
+      {"/allocator", nullptr, "\"allocator\" is not a string"},
+      {"/stats", json::array(), "\"stats\" is not an object"},
+      {"/stats/bytes_in_use", -1, "\"stats.bytes_in_use\" is out of range"},
+      {"/stats/num_allocs", 1.9, "\"stats.num_allocs\" is not an integer"},
+      {"/stats/bytes_limit", -4096, "\"stats.bytes_limit\" is out of range"},
+      {"/stats/fragmentation", 1.5, "\"stats.fragmentation\" is out of range"},
+      {"/stats/fragmentation", -0.1, "\"stats.fragmentation\" is out of range"},
+      {"/stats/fragmentation", 1e300,
+       "\"stats.fragmentation\" is out of range"},
+      {"/options", 3, "\"options\" is not an object"},
+      {"/options/max_oom_logs", 1.9, "\"options.max_oom_logs\" is not an int"},
+      {"/options/max_oom_logs", -1, "\"options.max_oom_logs\": "},
+      {"/options/max_oom_logs", 4294967296, "\"options.max_oom_logs\": "},
+      {"/options/allow_growth", "true",
+       "\"options.allow_growth\" is not true/false"},
+      {"/options/fragmentation_fraction", 1e300,
+       "\"options.fragmentation_fraction\": "},
+      {"/options/fragmentation_fraction", "0.5",
+       "\"options.fragmentation_fraction\" is not a number"},
+      {"/options/retry_timeout_seconds", 1e300,
+       "\"options.retry_timeout_seconds\" is out of range"},
+      {"/options/retry_timeout_seconds", -1,
+       "\"options.retry_timeout_seconds\" is out of range"},
+      {"/regions", json::object(), "\"regions\" is not an array"},
+      {"/regions/0", 7, "\"regions[0]\" is not an object"},
+      {"/regions/0/size", 0, "\"regions[0].size\" is out of range"},
+      {"/regions/0/size", -1, "\"regions[0].size\" is out of range"},
+      {"/regions/0/base", json(~uint64_t{0} - 100),
+       "\"regions[0].size\" is out of range"},            // base + size wraps
+      {"/regions/1/base", base0, "\"regions[1].base\""},  // overlaps region 0
+      {"/chunks/0/region", 7, "\"chunks[0].region\" names region 7 of"},
+      {"/chunks/0/region", -1, "\"chunks[0].region\" names region -1 of"},
+      {"/chunks/0/address", json(base0 - 256),
+       "\"chunks[0].address\" is out of range"},
+      {"/chunks/0/size", -256, "\"chunks[0].size\" is out of range"},
+      {"/chunks/0/size", json(uint64_t{1} << 63),
+       "\"chunks[0].size\" is out of range"},  // beyond its region
+      {"/chunks/0/size", 0, "\"chunks[0].size\" is out of range"},
+      {"/chunks/1/address", json(base0), "\"chunks[1].address\""},  // overlap
+      {"/chunks/0/requested_size", json(chunk0_size + 1),
+       "\"chunks[0].requested_size\" is out of range"},
+      {"/chunks/0/in_use", 1, "\"chunks[0].in_use\" is not true/false"},
+      {"/chunks/0/site", "frame", "\"chunks[0].site\" is not an array"},
+      {"/chunks/0/site", json::array({1}), "\"chunks[0].site[0]\""},
+      {u + "/bin", 3, "\"" + un + ".bin\" is out of range"},
+      {u + "/allocation_id", -1, "\"" + un + ".allocation_id\" is out of"},
+      {u + "/allocation_id", 0, "\"" + un + ".allocation_id\" is out of"},
+      {f + "/bin", 21, "\"" + fn + ".bin\" is out of range [0, 20]"},
+      {f + "/bin", -1, "\"" + fn + ".bin\" is out of range [0, 20]"},
+      {f + "/bin", 4294967296, "\"" + fn + ".bin\" is out of range"},
+      {f + "/bin", 2.5, "\"" + fn + ".bin\" is not an integer"},
+      {f + "/allocation_id", 5, "\"" + fn + ".allocation_id\" is out of"},
+      {"/bins", "none", "\"bins\" is not an array"},
+      {"/bins/0/bin", 21, "\"bins[0].bin\" is out of range"},
+      {"/bins/0/bin", 4294967296, "\"bins[0].bin\" is out of range"},
+      {"/bins/1/bin", 0, "\"bins[1].bin\" repeats bin 0"},
+      {"/bins/0/total_chunks", -1, "\"bins[0].total_chunks\" is out of range"},
+      {"/bins/0/chunks_in_use", bin0_chunks + 1,
+       "\"bins[0].chunks_in_use\" is out of range"},
+      {"/bins/0/free_bytes", -1, "\"bins[0].free_bytes\" is out of range"},
+      {"/bins/0/bin_size", -256, "\"bins[0].bin_size\" is out of range"},
+      {"/chunks", json::value_t::discarded, "missing \"chunks\""},
+      {"/regions/0/base", json::value_t::discarded,
+       "missing \"regions[0].base\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pointer + " = " +
+                 (c.value.is_discarded() ? "(removed)" : c.value.dump()));
+    json doc = good;
+    const json::json_pointer pointer(c.pointer);
+    if (c.value.is_discarded()) {
+      doc[pointer.parent_pointer()].erase(pointer.back());
+    } else {
+      doc[pointer] = c.value;
+    }
+    absl::StatusOr<MemoryDump> d = MemoryDumpFromJson(doc.dump());
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(d.status().message(), HasSubstr(c.message));
+  }
 }
 
 TEST(MemoryDumpTest, RequestedBytesAndFragmentationStats) {

@@ -12,6 +12,7 @@
 #include "bfc/virtual_sub_allocator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace bfc {
 namespace {
@@ -148,6 +149,58 @@ TEST_F(ReplayReportTest, HtmlIsSelfContained) {
   EXPECT_THAT(html, Not(HasSubstr("http://")));
   EXPECT_THAT(html, Not(HasSubstr("https://")));
   EXPECT_THAT(html, Not(HasSubstr("fetch(")));
+}
+
+// A report broken in one field at a time: InvalidArgument naming the JSON
+// path, down into the embedded dumps.
+TEST_F(ReplayReportTest, EveryFieldIsCheckedForTypeAndRange) {
+  using nlohmann::json;
+  const json good = json::parse(ReplayReportToJson(*report_));
+  ASSERT_TRUE(ReplayReportFromJson(good.dump()).ok());
+  ASSERT_GE(good["timeline"]["event_index"].size(), 2u);
+  struct Case {
+    std::string pointer;
+    json value;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"/version", 1.0, "\"version\" is not an integer"},
+      {"/trace", 7, "\"trace\" is not a string"},
+      {"/summary", json::array(), "\"summary\" is not an object"},
+      {"/summary/ops", -1, "\"summary.ops\" is out of range"},
+      {"/summary/ops", 1.9, "\"summary.ops\" is not an integer"},
+      {"/summary/peak_pool_bytes", -1,
+       "\"summary.peak_pool_bytes\" is out of range"},
+      {"/summary/wall_seconds", -1, "\"summary.wall_seconds\" is out of range"},
+      {"/summary/footprint_ratio", "1", "\"summary.footprint_ratio\" is not a"},
+      {"/timeline/live_bytes/0", -1, "\"timeline.live_bytes[0]\""},
+      {"/timeline/live_bytes/1", 1.5,
+       "\"timeline.live_bytes[1]\" is not an integer"},
+      {"/timeline/fragmentation/0", 2, "\"timeline.fragmentation[0]\""},
+      {"/timeline/event_index/0", json(uint64_t{1} << 50),
+       "\"timeline.event_index[1]\" goes back"},
+      {"/timeline/pool_bytes", "x", "\"timeline.pool_bytes\" is not an array"},
+      {"/snapshots", json::object(), "\"snapshots\" is not an array"},
+      {"/snapshots/0/op_index", -1, "\"snapshots[0].op_index\" is out of"},
+      {"/snapshots/1/dump/limit", -1, "\"snapshots[1].dump.limit\" is out of"},
+      {"/snapshots/0/dump/chunks/0/size", -256,
+       "\"snapshots[0].dump.chunks[0].size\" is out of range"},
+      {"/snapshots/0/dump/stats/bytes_in_use", -1,
+       "\"snapshots[0].dump.stats.bytes_in_use\" is out of range"},
+      {"/snapshots/0/dump/bins/0/bin", 99,
+       "\"snapshots[0].dump.bins[0].bin\" is out of range"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pointer + " = " + c.value.dump());
+    json doc = good;
+    doc[json::json_pointer(c.pointer)] = c.value;
+    absl::StatusOr<ReplayReport> r = ReplayReportFromJson(doc.dump());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(c.message));
+  }
+  EXPECT_FALSE(ReplayReportFromJson("[1]").ok());
+  EXPECT_FALSE(ReplayReportFromJson("7").ok());
 }
 
 // The data <script> of the page, between its start tag and the first

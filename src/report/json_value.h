@@ -12,6 +12,7 @@
 #ifndef BFC_REPORT_JSON_VALUE_H_
 #define BFC_REPORT_JSON_VALUE_H_
 
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -26,9 +27,12 @@
 namespace bfc::internal {
 
 nlohmann::json StatsToJsonValue(const AllocatorStats& stats);
-AllocatorStats StatsFromJsonValue(const nlohmann::json& j);
+// The readers take the JSON path of `j` for their messages ("" at the top).
+AllocatorStats StatsFromJsonValue(const nlohmann::json& j,
+                                  const std::string& path = "");
 nlohmann::json MemoryDumpToJsonValue(const MemoryDump& dump);
-MemoryDump MemoryDumpFromJsonValue(const nlohmann::json& j);
+MemoryDump MemoryDumpFromJsonValue(const nlohmann::json& j,
+                                   const std::string& path = "");
 
 // `value` as a T, checked: an integer field must hold a JSON integer within
 // T's range (1.9, -1 for an unsigned field, 1e300 are errors, not silent
@@ -68,7 +72,12 @@ T CheckedGet(const nlohmann::json& value, const std::string& what) {
     if (!value.is_number()) {
       throw std::invalid_argument(absl::StrCat(what, " is not a number"));
     }
-    return value.get<T>();
+    const double d = value.get<double>();
+    if (!std::isfinite(d) || std::abs(d) > std::numeric_limits<T>::max()) {
+      throw std::invalid_argument(
+          absl::StrCat(what, " is out of range (got ", value.dump(), ")"));
+    }
+    return static_cast<T>(d);
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (!value.is_string()) {
       throw std::invalid_argument(absl::StrCat(what, " is not a string"));
@@ -83,7 +92,13 @@ T CheckedGet(const nlohmann::json& value, const std::string& what) {
     T out;
     out.reserve(value.size());
     for (size_t i = 0; i < value.size(); ++i) {
-      out.push_back(CheckedGet<E>(value[i], absl::StrCat(what, "[", i, "]")));
+      // "a.b"[3] is named "a.b[3]".
+      const bool quoted =
+          what.size() >= 2 && what.front() == '"' && what.back() == '"';
+      out.push_back(CheckedGet<E>(
+          value[i],
+          quoted ? absl::StrCat(what.substr(0, what.size() - 1), "[", i, "]\"")
+                 : absl::StrCat(what, "[", i, "]")));
     }
     return out;
   }
@@ -96,6 +111,58 @@ T CheckedGet(const nlohmann::json& object, const char* key) {
     throw std::invalid_argument(absl::StrCat("missing \"", key, "\""));
   }
   return CheckedGet<T>(object.at(key), std::string("\"") + key + "\"");
+}
+
+// The same inside a document, where messages name the JSON path of the
+// field: `path` is where `object` is ("" at the top, "chunks[3]",
+// "snapshots[0].dump.stats"), and errors say "chunks[3].size".
+inline std::string FieldPath(const std::string& path, const char* key) {
+  return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
+}
+[[noreturn]] inline void FieldError(const std::string& field,
+                                    const std::string& problem) {
+  throw std::invalid_argument(absl::StrCat("\"", field, "\" ", problem));
+}
+// Member `key` of `object`: an error names `path` when it is not an object
+// and path.key when the key is missing.
+inline const nlohmann::json& Member(const nlohmann::json& object,
+                                    const std::string& path, const char* key) {
+  if (!object.is_object()) {
+    if (path.empty()) throw std::invalid_argument("not a JSON object");
+    FieldError(path, "is not an object");
+  }
+  const auto it = object.find(key);
+  if (it == object.end()) {
+    throw std::invalid_argument(
+        absl::StrCat("missing \"", FieldPath(path, key), "\""));
+  }
+  return *it;
+}
+// Member `key` of `object`, which must be an array.
+inline const nlohmann::json& ArrayMember(const nlohmann::json& object,
+                                         const std::string& path,
+                                         const char* key) {
+  const nlohmann::json& value = Member(object, path, key);
+  if (!value.is_array()) FieldError(FieldPath(path, key), "is not an array");
+  return value;
+}
+template <typename T>
+T CheckedGet(const nlohmann::json& object, const std::string& path,
+             const char* key) {
+  return CheckedGet<T>(Member(object, path, key),
+                       absl::StrCat("\"", FieldPath(path, key), "\""));
+}
+// CheckedGet of a number that must lie in [lo, hi].
+template <typename T>
+T CheckedGetInRange(const nlohmann::json& object, const std::string& path,
+                    const char* key, T lo, T hi) {
+  const T v = CheckedGet<T>(object, path, key);
+  if (!(v >= lo && v <= hi)) {
+    FieldError(FieldPath(path, key),
+               absl::StrCat("is out of range [", lo, ", ", hi, "] (got ",
+                            object.at(key).dump(), ")"));
+  }
+  return v;
 }
 
 }  // namespace bfc::internal

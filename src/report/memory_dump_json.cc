@@ -5,15 +5,18 @@
 #include "bfc/report/memory_dump_json.h"
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "bfc/allocator_options.h"
+#include "bfc/internal/constants.h"
 #include "bfc/memory_dump.h"
 #include "nlohmann/json.hpp"
 #include "report/json_value.h"
@@ -32,14 +35,20 @@ json ToJson(const std::optional<int64_t>& v) {
   return v.has_value() ? json(*v) : json(nullptr);
 }
 
-// A stat named `key` of `j`; an optional one may be null (unset).
+// A stat named `key` of `j` (at `path`); an optional one may be null
+// (unset). Every stat is a count or a byte total, never negative, except the
+// one double, fragmentation, a fraction in [0, 1].
 template <typename T>
-T ReadStat(const json& j, const char* key) {
+T ReadStat(const json& j, const std::string& path, const char* key) {
   if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
-    if (j.contains(key) && j.at(key).is_null()) return std::nullopt;
-    return internal::CheckedGet<int64_t>(j, key);
+    if (internal::Member(j, path, key).is_null()) return std::nullopt;
+    return ReadStat<int64_t>(j, path, key);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return internal::CheckedGetInRange<double>(j, path, key, 0.0, 1.0);
   } else {
-    return internal::CheckedGet<T>(j, key);
+    static_assert(std::is_same_v<T, int64_t>);
+    return internal::CheckedGetInRange<int64_t>(
+        j, path, key, 0, std::numeric_limits<int64_t>::max());
   }
 }
 
@@ -77,9 +86,8 @@ json OptionsToJsonValue(const AllocatorOptions& o) {
   return out;
 }
 
-AllocatorOptions OptionsFromJsonValue(const json& j) {
-  if (!j.is_object())
-    throw std::invalid_argument("\"options\" is not an object");
+AllocatorOptions OptionsFromJsonValue(const json& j, const std::string& path) {
+  if (!j.is_object()) internal::FieldError(path, "is not an object");
   AllocatorOptions o;
   for (const auto& [key, value] : j.items()) {
     const OptionField* field = nullptr;
@@ -87,24 +95,40 @@ AllocatorOptions OptionsFromJsonValue(const json& j) {
       if (JsonKey(f) == key) field = &f;
     }
     if (field == nullptr) {
-      throw std::invalid_argument(absl::StrCat("unknown option \"", key, "\""));
+      throw std::invalid_argument(
+          absl::StrCat("unknown option \"", key, "\" in \"", path, "\""));
     }
+    const std::string what = absl::StrCat("\"", path, ".", key, "\"");
     std::string text;
     switch (field->kind) {
       case OptionKind::kBool:
-        text = internal::CheckedGet<bool>(value, key) ? "true" : "false";
+        text = internal::CheckedGet<bool>(value, what) ? "true" : "false";
         break;
       case OptionKind::kCount:
+        text = absl::StrCat(internal::CheckedGet<int64_t>(value, what));
+        break;
       case OptionKind::kFraction:
-        text = value.dump();
+        (void)internal::CheckedGet<double>(value, what);  // a finite number
+        text = value.dump();  // shortest text that reads back exactly
         break;
-      case OptionKind::kDuration:
-        text =
-            absl::StrFormat("%.9fs", internal::CheckedGet<double>(value, key));
+      case OptionKind::kDuration: {
+        const double seconds = internal::CheckedGet<double>(value, what);
+        // absl::Duration holds about 2^63 s; anything near that is no
+        // timeout anyone means, and %f of 1e300 would be 300 digits.
+        if (!(seconds >= 0 && seconds <= 1e12)) {
+          internal::FieldError(absl::StrCat(path, ".", key),
+                               absl::StrCat("is out of range [0, 1e12] (got ",
+                                            value.dump(), ")"));
+        }
+        text = absl::StrFormat("%.9fs", seconds);
         break;
+      }
     }
     absl::Status s = SetAllocatorOption(o, field->name, text);
-    if (!s.ok()) throw std::invalid_argument(std::string(s.message()));
+    if (!s.ok()) {
+      throw std::invalid_argument(
+          absl::StrCat(what, ": ", std::string(s.message())));
+    }
   }
   return o;
 }
@@ -125,11 +149,14 @@ json StatsToJsonValue(const AllocatorStats& s) {
 
 // Every stat must be present (a dump always writes all of them); an unknown
 // key is an error rather than silently dropped.
-AllocatorStats StatsFromJsonValue(const json& j) {
-  if (!j.is_object()) throw std::invalid_argument("\"stats\" is not an object");
+AllocatorStats StatsFromJsonValue(const json& j, const std::string& path) {
+  if (!j.is_object()) {
+    if (path.empty()) throw std::invalid_argument("not a JSON object");
+    internal::FieldError(path, "is not an object");
+  }
   AllocatorStats s;
 #define BFC_INTERNAL_STAT_FROM_JSON(type, name, label, doc) \
-  s.name = ReadStat<type>(j, #name);
+  s.name = ReadStat<type>(j, path, #name);
   BFC_ALLOCATOR_STATS_FIELDS(BFC_INTERNAL_STAT_FROM_JSON)
 #undef BFC_INTERNAL_STAT_FROM_JSON
   for (const auto& item : j.items()) {
@@ -139,7 +166,8 @@ AllocatorStats StatsFromJsonValue(const json& j) {
     }
     if (!known) {
       throw std::invalid_argument(
-          absl::StrCat("unknown stat \"", item.key(), "\""));
+          absl::StrCat("unknown stat \"",
+                       internal::FieldPath(path, item.key().c_str()), "\""));
     }
   }
   return s;
@@ -186,54 +214,117 @@ json MemoryDumpToJsonValue(const MemoryDump& d) {
   };
 }
 
-MemoryDump MemoryDumpFromJsonValue(const json& j) {
-  if (internal::CheckedGet<std::string>(j, "format") != kFormat) {
-    throw std::invalid_argument(
-        absl::StrCat("\"format\" is not \"", kFormat, "\""));
+// Every field is checked for its type and range, and cheap cross-field
+// rules hold (what a dump of a live allocator always satisfies): regions in
+// address order, apart, within the address space; each chunk inside the
+// region it names, after the previous one, no larger than its region, its
+// request no larger than itself, its bin and allocation id agreeing with its
+// state; bins numbered [0, kNumBins) at most once. Errors name the JSON path.
+MemoryDump MemoryDumpFromJsonValue(const json& j, const std::string& path) {
+  const auto at = [&](const char* key) { return FieldPath(path, key); };
+  if (CheckedGet<std::string>(j, path, "format") != kFormat) {
+    FieldError(at("format"), absl::StrCat("is not \"", kFormat, "\""));
   }
-  if (internal::CheckedGet<int>(j, "version") != kVersion) {
+  if (CheckedGet<int>(j, path, "version") != kVersion) {
     throw std::invalid_argument(
         absl::StrCat("unsupported version ", j.at("version").dump(),
                      " (this library reads version ", kVersion, ")"));
   }
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
   MemoryDump d;
-  d.allocator_name = internal::CheckedGet<std::string>(j, "allocator");
-  d.limit = internal::CheckedGet<uint64_t>(j, "limit");
-  d.options = OptionsFromJsonValue(j.at("options"));
-  d.stats = StatsFromJsonValue(j.at("stats"));
-  for (const json& r : j.at("regions")) {
-    d.regions.push_back({internal::CheckedGet<uint64_t>(r, "base"),
-                         internal::CheckedGet<uint64_t>(r, "size")});
-  }
-  for (const json& c : j.at("chunks")) {
-    ChunkDump cd;
-    cd.address = internal::CheckedGet<uint64_t>(c, "address");
-    cd.size = internal::CheckedGet<uint64_t>(c, "size");
-    cd.requested_size = internal::CheckedGet<uint64_t>(c, "requested_size");
-    cd.in_use = internal::CheckedGet<bool>(c, "in_use");
-    cd.bin = internal::CheckedGet<int>(c, "bin");
-    cd.allocation_id = internal::CheckedGet<int64_t>(c, "allocation_id");
-    cd.region = internal::CheckedGet<int>(c, "region");
-    cd.site = internal::CheckedGet<std::vector<std::string>>(c, "site");
-    if (cd.region < 0 || static_cast<size_t>(cd.region) >= d.regions.size()) {
-      throw std::invalid_argument(absl::StrCat("chunk at ", cd.address,
-                                               " names region ", cd.region,
-                                               " of ", d.regions.size()));
+  d.allocator_name = CheckedGet<std::string>(j, path, "allocator");
+  d.limit = CheckedGet<uint64_t>(j, path, "limit");
+  d.options = OptionsFromJsonValue(Member(j, path, "options"), at("options"));
+  d.stats = StatsFromJsonValue(Member(j, path, "stats"), at("stats"));
+
+  const json& regions = ArrayMember(j, path, "regions");
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const std::string where = absl::StrCat(at("regions"), "[", i, "]");
+    RegionDump r;
+    r.base = CheckedGet<uint64_t>(regions[i], where, "base");
+    // Not empty, and its end (base + size) is an address.
+    r.size = CheckedGetInRange<uint64_t>(regions[i], where, "size", 1,
+                                         kMax - r.base);
+    if (!d.regions.empty()) {
+      const RegionDump& prev = d.regions.back();
+      if (r.base < prev.base + prev.size) {
+        FieldError(absl::StrCat(where, ".base"),
+                   absl::StrFormat("%#x is before the end of region %d (%#x): "
+                                   "regions must be in address order, apart",
+                                   r.base, i - 1, prev.base + prev.size));
+      }
     }
+    d.regions.push_back(r);
+  }
+
+  const json& chunks = ArrayMember(j, path, "chunks");
+  uint64_t previous_end = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const json& c = chunks[i];
+    const std::string where = absl::StrCat(at("chunks"), "[", i, "]");
+    ChunkDump cd;
+    cd.region = CheckedGet<int>(c, where, "region");
+    if (cd.region < 0 || static_cast<size_t>(cd.region) >= d.regions.size()) {
+      FieldError(
+          absl::StrCat(where, ".region"),
+          absl::StrCat("names region ", cd.region, " of ", d.regions.size()));
+    }
+    const RegionDump& r = d.regions[static_cast<size_t>(cd.region)];
+    cd.address = CheckedGetInRange<uint64_t>(c, where, "address", r.base,
+                                             r.base + r.size - 1);
+    cd.size = CheckedGetInRange<uint64_t>(c, where, "size", 1,
+                                          r.base + r.size - cd.address);
+    if (cd.address < previous_end) {
+      FieldError(absl::StrCat(where, ".address"),
+                 absl::StrFormat("%#x overlaps the previous chunk (which ends "
+                                 "at %#x): chunks must be in address order",
+                                 cd.address, previous_end));
+    }
+    previous_end = cd.address + cd.size;
+    cd.requested_size =
+        CheckedGetInRange<uint64_t>(c, where, "requested_size", 0, cd.size);
+    cd.in_use = CheckedGet<bool>(c, where, "in_use");
+    if (cd.in_use) {
+      cd.bin = CheckedGetInRange<int>(c, where, "bin", -1, -1);
+      cd.allocation_id = CheckedGetInRange<int64_t>(
+          c, where, "allocation_id", 1, std::numeric_limits<int64_t>::max());
+    } else {
+      cd.bin = CheckedGetInRange<int>(c, where, "bin", 0, kNumBins - 1);
+      cd.allocation_id =
+          CheckedGetInRange<int64_t>(c, where, "allocation_id", -1, -1);
+    }
+    cd.site = CheckedGet<std::vector<std::string>>(c, where, "site");
     d.chunks.push_back(std::move(cd));
   }
-  for (const json& b : j.at("bins")) {
+
+  const json& bins = ArrayMember(j, path, "bins");
+  std::vector<bool> seen(kNumBins, false);
+  for (size_t i = 0; i < bins.size(); ++i) {
+    const json& b = bins[i];
+    const std::string where = absl::StrCat(at("bins"), "[", i, "]");
+    constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max();
     BinDump bd;
-    bd.bin = internal::CheckedGet<int>(b, "bin");
-    bd.bin_size = internal::CheckedGet<uint64_t>(b, "bin_size");
-    bd.total_chunks = internal::CheckedGet<int64_t>(b, "total_chunks");
-    bd.total_bytes = internal::CheckedGet<int64_t>(b, "total_bytes");
-    bd.chunks_in_use = internal::CheckedGet<int64_t>(b, "chunks_in_use");
-    bd.bytes_in_use = internal::CheckedGet<int64_t>(b, "bytes_in_use");
-    bd.requested_bytes_in_use =
-        internal::CheckedGet<int64_t>(b, "requested_bytes_in_use");
-    bd.free_chunks = internal::CheckedGet<int64_t>(b, "free_chunks");
-    bd.free_bytes = internal::CheckedGet<int64_t>(b, "free_bytes");
+    bd.bin = CheckedGetInRange<int>(b, where, "bin", 0, kNumBins - 1);
+    if (seen[static_cast<size_t>(bd.bin)]) {
+      FieldError(absl::StrCat(where, ".bin"),
+                 absl::StrCat("repeats bin ", bd.bin));
+    }
+    seen[static_cast<size_t>(bd.bin)] = true;
+    bd.bin_size = CheckedGet<uint64_t>(b, where, "bin_size");
+    bd.total_chunks =
+        CheckedGetInRange<int64_t>(b, where, "total_chunks", 0, kMaxCount);
+    bd.total_bytes =
+        CheckedGetInRange<int64_t>(b, where, "total_bytes", 0, kMaxCount);
+    bd.chunks_in_use = CheckedGetInRange<int64_t>(b, where, "chunks_in_use", 0,
+                                                  bd.total_chunks);
+    bd.bytes_in_use =
+        CheckedGetInRange<int64_t>(b, where, "bytes_in_use", 0, bd.total_bytes);
+    bd.requested_bytes_in_use = CheckedGetInRange<int64_t>(
+        b, where, "requested_bytes_in_use", 0, bd.bytes_in_use);
+    bd.free_chunks = CheckedGetInRange<int64_t>(
+        b, where, "free_chunks", 0, bd.total_chunks - bd.chunks_in_use);
+    bd.free_bytes = CheckedGetInRange<int64_t>(
+        b, where, "free_bytes", 0, bd.total_bytes - bd.bytes_in_use);
     d.bins.push_back(bd);
   }
   return d;

@@ -5,8 +5,11 @@
 #include "bfc/report/replay_report.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -55,26 +58,49 @@ json SummaryToJson(const ReplaySummary& s) {
               {"ns_per_op", s.ns_per_op}};
 }
 
+// Counts and byte totals are never negative; ratios and times are finite
+// and not negative. Errors name the JSON path ("summary.ops").
 ReplaySummary SummaryFromJson(const json& j) {
+  using internal::CheckedGet;
+  using internal::CheckedGetInRange;
+  const std::string p = "summary";
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr double kHuge = std::numeric_limits<double>::max();
   ReplaySummary s;
-  s.trace_name = internal::CheckedGet<std::string>(j, "trace_name");
-  s.events = internal::CheckedGet<size_t>(j, "events");
-  s.ops = internal::CheckedGet<size_t>(j, "ops");
-  s.allocations = internal::CheckedGet<size_t>(j, "allocations");
-  s.frees = internal::CheckedGet<size_t>(j, "frees");
-  s.failures = internal::CheckedGet<size_t>(j, "failures");
-  s.skipped_frees = internal::CheckedGet<size_t>(j, "skipped_frees");
-  s.live_at_end = internal::CheckedGet<size_t>(j, "live_at_end");
-  s.live_bytes_at_end = internal::CheckedGet<size_t>(j, "live_bytes_at_end");
-  s.peak_live_bytes = internal::CheckedGet<size_t>(j, "peak_live_bytes");
-  s.peak_bytes_in_use = internal::CheckedGet<int64_t>(j, "peak_bytes_in_use");
-  s.peak_pool_bytes = internal::CheckedGet<int64_t>(j, "peak_pool_bytes");
-  s.pool_bytes_at_end = internal::CheckedGet<int64_t>(j, "pool_bytes_at_end");
-  s.regions = internal::CheckedGet<int64_t>(j, "regions");
-  s.footprint_ratio = internal::CheckedGet<double>(j, "footprint_ratio");
-  s.wall_seconds = internal::CheckedGet<double>(j, "wall_seconds");
-  s.ns_per_op = internal::CheckedGet<double>(j, "ns_per_op");
+  s.trace_name = CheckedGet<std::string>(j, p, "trace_name");
+  s.events = CheckedGet<size_t>(j, p, "events");
+  s.ops = CheckedGet<size_t>(j, p, "ops");
+  s.allocations = CheckedGet<size_t>(j, p, "allocations");
+  s.frees = CheckedGet<size_t>(j, p, "frees");
+  s.failures = CheckedGet<size_t>(j, p, "failures");
+  s.skipped_frees = CheckedGet<size_t>(j, p, "skipped_frees");
+  s.live_at_end = CheckedGet<size_t>(j, p, "live_at_end");
+  s.live_bytes_at_end = CheckedGet<size_t>(j, p, "live_bytes_at_end");
+  s.peak_live_bytes = CheckedGet<size_t>(j, p, "peak_live_bytes");
+  s.peak_bytes_in_use =
+      CheckedGetInRange<int64_t>(j, p, "peak_bytes_in_use", 0, kMax);
+  s.peak_pool_bytes =
+      CheckedGetInRange<int64_t>(j, p, "peak_pool_bytes", 0, kMax);
+  s.pool_bytes_at_end =
+      CheckedGetInRange<int64_t>(j, p, "pool_bytes_at_end", 0, kMax);
+  s.regions = CheckedGetInRange<int64_t>(j, p, "regions", 0, kMax);
+  s.footprint_ratio =
+      CheckedGetInRange<double>(j, p, "footprint_ratio", 0, kHuge);
+  s.wall_seconds = CheckedGetInRange<double>(j, p, "wall_seconds", 0, kHuge);
+  s.ns_per_op = CheckedGetInRange<double>(j, p, "ns_per_op", 0, kHuge);
   return s;
+}
+
+// Each element of `values` (at `what`) within [lo, hi].
+template <typename T>
+void CheckEach(const std::vector<T>& values, const char* what, T lo, T hi) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!(values[i] >= lo && values[i] <= hi)) {
+      internal::FieldError(absl::StrCat("timeline.", what, "[", i, "]"),
+                           absl::StrCat("is out of range [", lo, ", ", hi,
+                                        "] (got ", values[i], ")"));
+    }
+  }
 }
 
 json ReportToJsonValue(const ReplayReport& r) {
@@ -187,6 +213,10 @@ std::string ReplayReportToJson(const ReplayReport& report, int indent) {
 absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
   try {
     const json j = json::parse(text);
+    if (!j.is_object()) {
+      return absl::InvalidArgumentError(
+          "not a bfc replay report: not a JSON object");
+    }
     if (internal::CheckedGet<std::string>(j, "format") != kFormat) {
       return absl::InvalidArgumentError(absl::StrCat(
           "not a bfc replay report: \"format\" is not \"", kFormat, "\""));
@@ -196,20 +226,22 @@ absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
           "bfc replay report version ", j.at("version").dump(),
           " is not supported (this library reads ", kVersion, ")"));
     }
+    using internal::CheckedGet;
     ReplayReport r;
-    r.trace_name = internal::CheckedGet<std::string>(j, "trace");
-    r.summary = SummaryFromJson(j.at("summary"));
-    const json& t = j.at("timeline");
+    r.trace_name = CheckedGet<std::string>(j, "", "trace");
+    r.summary = SummaryFromJson(internal::Member(j, "", "summary"));
+    const json& t = internal::Member(j, "", "timeline");
+    const std::string tp = "timeline";
     r.timeline.event_index =
-        internal::CheckedGet<std::vector<uint64_t>>(t, "event_index");
+        CheckedGet<std::vector<uint64_t>>(t, tp, "event_index");
     r.timeline.live_bytes =
-        internal::CheckedGet<std::vector<int64_t>>(t, "live_bytes");
+        CheckedGet<std::vector<int64_t>>(t, tp, "live_bytes");
     r.timeline.in_use_bytes =
-        internal::CheckedGet<std::vector<int64_t>>(t, "in_use_bytes");
+        CheckedGet<std::vector<int64_t>>(t, tp, "in_use_bytes");
     r.timeline.pool_bytes =
-        internal::CheckedGet<std::vector<int64_t>>(t, "pool_bytes");
+        CheckedGet<std::vector<int64_t>>(t, tp, "pool_bytes");
     r.timeline.fragmentation =
-        internal::CheckedGet<std::vector<double>>(t, "fragmentation");
+        CheckedGet<std::vector<double>>(t, tp, "fragmentation");
     const size_t n = r.timeline.event_index.size();
     if (r.timeline.live_bytes.size() != n ||
         r.timeline.in_use_bytes.size() != n ||
@@ -218,12 +250,27 @@ absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
       return absl::InvalidArgumentError(
           "bfc replay report: timeline series differ in length");
     }
-    for (const json& s : j.at("snapshots")) {
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    CheckEach<int64_t>(r.timeline.live_bytes, "live_bytes", 0, kMax);
+    CheckEach<int64_t>(r.timeline.in_use_bytes, "in_use_bytes", 0, kMax);
+    CheckEach<int64_t>(r.timeline.pool_bytes, "pool_bytes", 0, kMax);
+    CheckEach<double>(r.timeline.fragmentation, "fragmentation", 0.0, 1.0);
+    for (size_t i = 1; i < n; ++i) {
+      if (r.timeline.event_index[i] < r.timeline.event_index[i - 1]) {
+        internal::FieldError(absl::StrCat("timeline.event_index[", i, "]"),
+                             "goes back: samples must be in trace order");
+      }
+    }
+    const json& snapshots = internal::ArrayMember(j, "", "snapshots");
+    for (size_t i = 0; i < snapshots.size(); ++i) {
+      const json& s = snapshots[i];
+      const std::string sp = absl::StrCat("snapshots[", i, "]");
       ReplaySnapshot snap;
-      snap.label = internal::CheckedGet<std::string>(s, "label");
-      snap.op_index = internal::CheckedGet<uint64_t>(s, "op_index");
-      snap.event_index = internal::CheckedGet<uint64_t>(s, "event_index");
-      snap.dump = internal::MemoryDumpFromJsonValue(s.at("dump"));
+      snap.label = CheckedGet<std::string>(s, sp, "label");
+      snap.op_index = CheckedGet<uint64_t>(s, sp, "op_index");
+      snap.event_index = CheckedGet<uint64_t>(s, sp, "event_index");
+      snap.dump = internal::MemoryDumpFromJsonValue(
+          internal::Member(s, sp, "dump"), absl::StrCat(sp, ".dump"));
       r.snapshots.push_back(std::move(snap));
     }
     return r;
