@@ -3,6 +3,11 @@
 # memory map drawn, and a screenshot saved.
 #
 #   viewer_browser_test.sh BFC_REPLAY TRACE OUT_DIR      the real page
+#   viewer_browser_test.sh BFC_REPLAY TRACE OUT_DIR --hostile-name
+#       the real page of TRACE copied under a name that would end or hide the
+#       page's data <script> if it were not escaped ("<!--<script>"), with
+#       markup, quotes and bytes that are not UTF-8: the page must still draw,
+#       and show the name as text
 #   viewer_browser_test.sh --page PAGE.html OUT_DIR      any page (self-check)
 #
 # Exit 0: passed; 1: failed; 77: skipped (no chromium; ctest SKIP_RETURN_CODE).
@@ -19,6 +24,14 @@ if [ "$1" = "--page" ]; then
 else
   replay="$1"; trace="$2"; out="$3"; mkdir -p "$out"
   page="$out/viewer.html"
+  hostile=""
+  if [ "${4:-}" = "--hostile-name" ]; then
+    # No "/" can be in a file name; "</script" is covered by the unit tests.
+    hostile=$'t<!--<script>a\'"&]]>\xff\xe2\x80\xa8z'
+    rm -f "$out"/t*.csv
+    cp "$trace" "$out/$hostile.csv"
+    trace="$out/$hostile.csv"
+  fi
   "$replay" "$trace" --html "$page" > "$out/replay.txt" 2>&1 || {
     cat "$out/replay.txt"; echo "FAIL: bfc-replay --html failed"; exit 1; }
 fi
@@ -54,6 +67,17 @@ if [ -z "$chart" ] || [ "$chart" -eq 0 ]; then
 fi
 if [ -z "$map" ] || [ "$map" -eq 0 ]; then
   echo "FAIL: the memory map was not drawn (no data-map-drawn on <body>)"; fail=1
+fi
+
+if [ -n "${hostile:-}" ]; then
+  # The heading shows the name as text (the serializer writes < > & as
+  # entities; 0xFF became U+FFFD).
+  want=$'bfc replay of t&lt;!--&lt;script&gt;a\'"&amp;]]&gt;\xef\xbf\xbd'
+  if ! grep -qF "$want" "$out/$name.dom.html"; then
+    echo "FAIL: the heading does not show the hostile name as text:"
+    grep -o '<h1[^>]*>[^<]*' "$out/$name.dom.html" | head -3
+    fail=1
+  fi
 fi
 
 timeout 120 "$CHROMIUM" "${flags[@]}" --screenshot="$out/$name.png" \
