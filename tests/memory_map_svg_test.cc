@@ -88,8 +88,8 @@ TEST(MemoryMapSvgTest, ManyRegionsAreSummarized) {
 // Names are bytes (a file name, a frame): whatever they hold, the SVG is
 // well-formed UTF-8 XML. Expected text written out by hand: & < > " ' as
 // entities, CR as &#13;, every byte that does not start well-formed UTF-8
-// (0xFF, an overlong 0xC0 0x80, a surrogate 0xED 0xA0 0x80, a cut-off 0xE2
-// 0x82) and every character XML forbids (0x01, 0x1B, U+FFFE) as U+FFFD.
+// (0xFF, overlongs, a surrogate 0xED 0xA0 0x80, a cut-off 0xE2 0x82, beyond
+// U+10FFFF) and every character XML forbids (0x01, 0x1B, U+FFFE) as U+FFFD.
 TEST(MemoryMapSvgTest, HostileNamesBecomeWellFormedXml) {
   const std::string kFffd = "\xEF\xBF\xBD";
   struct Case {
@@ -102,6 +102,10 @@ TEST(MemoryMapSvgTest, HostileNamesBecomeWellFormedXml) {
       {"over\xC0\x80long", "over" + kFffd + kFffd + "long"},
       {"sur\xED\xA0\x80rogate", "sur" + kFffd + kFffd + kFffd + "rogate"},
       {"cut\xE2\x82", "cut" + kFffd + kFffd},
+      // Overlong 3- and 4-byte forms, and a code point above U+10FFFF.
+      {"o3\xE0\x80\xAF", "o3" + kFffd + kFffd + kFffd},
+      {"o4\xF0\x80\x80\xAF", "o4" + kFffd + kFffd + kFffd + kFffd},
+      {"big\xF4\x90\x80\x80", "big" + kFffd + kFffd + kFffd + kFffd},
       {"ctl\x01\x1B\r\tz", "ctl" + kFffd + kFffd + "&#13;\tz"},
       {"nonchar\xEF\xBF\xBE", "nonchar" + kFffd},
       // Well-formed UTF-8 stays as it is: e-acute, CJK, an emoji.
