@@ -2,16 +2,65 @@
 """bfc-replay --json/--svg/--html/--summary-json in one run: each file is
 written and parses, and the summary agrees with the report.
 
+Then the same trace under a hostile file name (markup, "<!--<script>", a
+byte that is not UTF-8): the JSON is strict UTF-8 and names the trace with
+U+FFFD for the bad byte, the SVG parses as XML, and the page's data element
+holds no "<!--", "<script" or "</script".
+
 usage: check_replay_outputs.py BFC_REPLAY TRACE OUT_DIR
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_svg  # noqa: E402
+
+
+def check_hostile_name(replay, trace, out):
+    problems = []
+    hostile_dir = os.path.join(out, "hostile")
+    shutil.rmtree(hostile_dir, ignore_errors=True)
+    os.makedirs(hostile_dir)
+    name = b"h<!--<script>'\"&]]>\xff\x01z"
+    hostile = os.path.join(os.fsencode(hostile_dir), name + b".csv")
+    shutil.copyfile(trace, hostile)
+    outputs = {k: os.path.join(hostile_dir, "report." + k)
+               for k in ("json", "svg", "html")}
+    run = subprocess.run([os.fsencode(replay), hostile,
+                          b"--json", os.fsencode(outputs["json"]),
+                          b"--svg", os.fsencode(outputs["svg"]),
+                          b"--html", os.fsencode(outputs["html"])],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if run.returncode != 0:
+        return ["bfc-replay on a hostile file name exited %d: %r" %
+                (run.returncode, run.stdout[-500:])]
+    with open(outputs["json"], "rb") as f:
+        raw = f.read()
+    try:
+        report = json.loads(raw.decode("utf-8", errors="strict"))
+        want = "h<!--<script>'\"&]]>\ufffd\x01z"
+        if not report["trace"].startswith(want):
+            problems.append("the JSON names the trace %r, not %r..." %
+                            (report["trace"], want))
+    except (UnicodeDecodeError, ValueError) as e:
+        problems.append("the JSON of a hostile name is not UTF-8 JSON: %s" % e)
+    try:
+        ET.parse(outputs["svg"])
+    except ET.ParseError as e:
+        problems.append("the SVG of a hostile name is not XML: %s" % e)
+    with open(outputs["html"], "rb") as f:
+        html = f.read().decode("utf-8", errors="strict")
+    tag = '<script id="bfc-data" type="application/json">'
+    start = html.find(tag) + len(tag)
+    data = html[start:html.find("</script", start)].lower()
+    for bad in ("<!--", "<script"):
+        if bad in data:
+            problems.append("the page's data element holds %r" % bad)
+    return problems
 
 
 def main():
@@ -59,6 +108,7 @@ def main():
         problems.append("the HTML page has no data")
     if "http://" in html.replace("http://www.w3.org", "") or "https://" in html:
         problems.append("the HTML page refers to the network")
+    problems += check_hostile_name(replay, trace, out)
     for p in problems:
         print("FAIL:", p)
     print("ok" if not problems else "FAILED")
