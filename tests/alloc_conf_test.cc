@@ -3,11 +3,15 @@
 // refuses. (tests/c_api_test.cc checks the same through the loaded .so.)
 #include "c_api/alloc_conf.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "bfc/allocator_options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -98,6 +102,21 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
     ASSERT_FALSE(conf.ok()) << c.text;
     EXPECT_EQ(conf.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(conf.status().message(), HasSubstr(c.message)) << c.text;
+  }
+}
+
+// bfc/c_api.h is where a framework user reads the grammar: it lists every
+// key the parser accepts (record_allocation_sites was missing once).
+TEST(AllocConfTest, TheCHeaderDocumentsEveryKey) {
+  std::ifstream in(std::string(BFC_TEST_DATA_DIR) +
+                   "/../../include/bfc/c_api.h");
+  ASSERT_TRUE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string header = text.str();
+  for (absl::string_view key : absl::StrSplit(AllocConfKeys(), ", ")) {
+    EXPECT_THAT(header, HasSubstr(absl::StrCat(" *       ", key, " ")))
+        << "bfc/c_api.h does not document " << key;
   }
 }
 

@@ -33,7 +33,8 @@
  *       max_oom_logs            an integer >= 0         (default 10)
  *       record_allocation_sites true | false            (default false)
  *       memory_limit            bytes, with an optional unit: B, KB, KiB, MB,
- *                               MiB, GB, GiB, TB, TiB (1000- or 1024-based)
+ *                               MiB, GB, GiB, TB, TiB, PB, PiB (1000- or
+ *                               1024-based)
  *       memory_fraction         a number in (0, 1]: that fraction of the
  *                               device's memory
  *     memory_limit and memory_fraction exclude each other. Without either the
