@@ -11,9 +11,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "bfc/allocator.h"
 #include "bfc/log.h"
 #include "bfc/units.h"
 #include "gtest/gtest.h"
@@ -120,6 +125,38 @@ TEST(CudaDeviceSubAllocatorTest, UnusableDeviceFailsWithCudaErrorMessage) {
   EXPECT_TRUE(Contains(all, "device " + std::to_string(ordinal))) << all;
   EXPECT_TRUE(Contains(all, std::to_string(3 * kMiB))) << all;
   for (LogSeverity s : log.severities()) EXPECT_EQ(s, LogSeverity::kError);
+  ExpectNoLeftoverCudaError();
+}
+
+// A backend that can never allocate (no driver, no GPU, no such device) says
+// so through Availability(), and an Allocator over it fails at once with that
+// reason instead of waiting out its retry_timeout and reporting "out of
+// memory".
+TEST(CudaDeviceSubAllocatorTest, AnUnusableDeviceFailsFastWithItsReason) {
+  std::string why;
+  const int count = DeviceCount(&why);
+  const int ordinal = count == 0 ? 0 : count + 5;
+  CaptureLog log;
+  auto sub = std::make_unique<CudaDeviceSubAllocator>(ordinal);
+  const absl::Status available = sub->Availability();
+  EXPECT_EQ(available.code(), absl::StatusCode::kUnavailable) << available;
+  EXPECT_TRUE(Contains(
+      std::string(available.message()),
+      "CudaDeviceSubAllocator(device " + std::to_string(ordinal) + ")"))
+      << available;
+  Allocator::Options o;
+  o.retry_timeout = absl::Seconds(20);  // a waiting allocator fails the bound
+  Allocator alloc(std::move(sub), 64 * kMiB, "gpu", o);
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<void*> p = alloc.Allocate(4096);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnavailable) << p.status();
+  EXPECT_EQ(alloc.GetStats()->num_retries, 0);
+  if (count == 0) {
+    CudaPinnedSubAllocator pinned;
+    EXPECT_EQ(pinned.Availability().code(), absl::StatusCode::kUnavailable);
+  }
   ExpectNoLeftoverCudaError();
 }
 
