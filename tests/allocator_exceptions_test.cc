@@ -505,6 +505,24 @@ TEST(AllocatorExceptionsTest, AnOomStormLogsAFewLinesAndCountsTheRest) {
       log.Contains("990 out-of-memory report(s) in all were suppressed"));
 }
 
+TEST(AllocatorExceptionsTest, AStormOfInvalidFreesLogsAFewLines) {
+  LogCapture log;
+  auto alloc = std::make_unique<Allocator>(
+      std::make_unique<VirtualSubAllocator>(size_t{1} << 30), 8 * kMiB,
+      "garbage");
+  int local = 0;
+  constexpr int kFrees = 1000;
+  for (int i = 0; i < kFrees; ++i) alloc->DeallocateRaw(&local);
+  // 10 in full, then one line at each power-of-two count of the 990
+  // suppressed: 1, 2, 4, ..., 512.
+  EXPECT_EQ(log.size(), 10u + 10u);
+  EXPECT_TRUE(log.Contains("512 similar invalid-input report(s) suppressed"));
+  EXPECT_EQ(alloc->GetStats()->num_invalid_frees, kFrees) << "all counted";
+  alloc.reset();
+  EXPECT_TRUE(
+      log.Contains("990 invalid-input report(s) in all were suppressed"));
+}
+
 TEST(AllocatorExceptionsTest, MaxOomLogsZeroLogsNoOom) {
   LogCapture log;
   Allocator::Options o;

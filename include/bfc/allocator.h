@@ -42,6 +42,9 @@
 //     `max_oom_logs` a summary and the occupancy picture; after that one
 //     line at each power-of-two count says how many were suppressed (and the
 //     destructor gives the total). `max_oom_logs` = 0 logs none.
+//   * Invalid frees and requests are logged the same way: the first 10 in
+//     full, then one line per power-of-two count (always counted in the
+//     stats).
 //   * User code below the library (the sub-allocator, its visitors, the log
 //     sink) may throw: see bfc/sub_allocator.h ("Exceptions") for what
 //     becomes of each; nothing escapes the allocator's calls.
@@ -314,8 +317,9 @@ class Allocator {
   // Frees the live chunk `h` (from InUseChunk): coalesces, bins, wakes
   // waiters.
   void FreeChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Logs a caller's mistake (an invalid free or request); aborts only with
-  // Options::abort_on_invalid_input.
+  // Logs a caller's mistake (an invalid free or request), the first 10 in
+  // full and then one line per power-of-two count of suppressed ones; aborts
+  // only with Options::abort_on_invalid_input.
   void ReportInvalid(const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -405,6 +409,8 @@ class Allocator {
   int64_t next_allocation_id_ ABSL_GUARDED_BY(mutex_) = 1;
   AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
   int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Invalid frees and requests reported (ReportInvalid), logged or not.
+  int64_t invalid_reports_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t oom_logs_suppressed_ ABSL_GUARDED_BY(mutex_) = 0;
   // Set by Extend when the sub-allocator threw during the current attempt.
   absl::Status extend_error_ ABSL_GUARDED_BY(mutex_);

@@ -40,6 +40,9 @@ using internal::RoundedBytes;
 
 constexpr size_t kDefaultInitialRegionBytes = size_t{2} << 20;  // 2 MiB, as TF
 constexpr int64_t kDefaultMaxInternalFragmentation = int64_t{128} << 20;
+// Invalid frees and requests reported in full per allocator; later ones are
+// counted, with one line at each power-of-two count (ReportInvalid).
+constexpr int64_t kMaxInvalidInputLogs = 10;
 // TF backs off with a float factor; the product is computed in float, which
 // matters for which sizes the sub-allocator is asked for.
 constexpr float kBackpedalFactor = 0.9f;
@@ -163,6 +166,12 @@ Allocator::~Allocator() {
     for (const internal::AllocationRegion& r : region_manager_.regions()) {
       (void)FreeToSubAllocator(r.ptr(), r.memory_size(), "destruction");
     }
+  }
+  if (invalid_reports_ > kMaxInvalidInputLogs) {
+    Log(LogSeverity::kWarning,
+        absl::StrFormat("Allocator '%s': %d invalid-input report(s) in all "
+                        "were suppressed",
+                        name_, invalid_reports_ - kMaxInvalidInputLogs));
   }
   if (oom_logs_suppressed_ > 0) {
     Log(LogSeverity::kWarning,
@@ -780,6 +789,21 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(ChunkHandle h) {
 }
 
 void Allocator::ReportInvalid(const std::string& message) {
+  ++invalid_reports_;
+  // A storm of bad calls (a loop freeing garbage) must not bury the log: the
+  // first reports in full, then one line per power-of-two count. A report
+  // that aborts is always written.
+  if (invalid_reports_ > kMaxInvalidInputLogs &&
+      !opts_.abort_on_invalid_input) {
+    const int64_t suppressed = invalid_reports_ - kMaxInvalidInputLogs;
+    if ((suppressed & (suppressed - 1)) == 0) {
+      Log(LogSeverity::kError,
+          absl::StrFormat("Allocator '%s': %d similar invalid-input "
+                          "report(s) suppressed so far; the latest: %s",
+                          name_, suppressed, message));
+    }
+    return;
+  }
   Log(LogSeverity::kError, absl::StrCat("Allocator '", name_, "': ", message));
   if (opts_.abort_on_invalid_input) {
     Log(LogSeverity::kError,
