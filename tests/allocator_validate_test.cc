@@ -38,6 +38,9 @@ class AllocatorTestPeer {
     return a_.region_manager_;
   }
   AllocatorStats& stats() ABSL_NO_THREAD_SAFETY_ANALYSIS { return a_.stats_; }
+  size_t& total_region_allocated_bytes() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.total_region_allocated_bytes_;
+  }
   internal::ChunkHandle HandleOf(const void* p) {
     return region_manager().get_handle(p);
   }
@@ -314,6 +317,39 @@ TEST_F(AllocatorValidateTest, ChunksReachTheRegionsEnd) {
   ASSERT_TRUE(peer_->bin(b).Erase(size - 256, rest_));
   ASSERT_TRUE(peer_->bin(b).Insert(size, rest_, hr_));
   peer_->chunks()[hr_].size = size;
+}
+
+TEST_F(AllocatorValidateTest, ThePoolNeverExceedsTheLimit) {
+  // Region 0 and its free rest grow by the whole 64 MiB limit, with every
+  // other account kept consistent (bins, bitmap, pool totals), so only the
+  // limit check can see it.
+  constexpr size_t kGrow = size_t{64} << 20;
+  const size_t size = peer_->chunks()[hr_].size;
+  const internal::BinNum b = BinNumForSize(size);
+  const internal::BinNum grown_bin = BinNumForSize(size + kGrow);
+  ASSERT_NE(b, grown_bin);
+  ASSERT_EQ(peer_->bin(b).size(), 1u);
+  ASSERT_TRUE(peer_->bin(grown_bin).empty());
+  auto grow = [&](size_t from, size_t to, internal::BinNum from_bin,
+                  internal::BinNum to_bin, size_t delta) {
+    ASSERT_TRUE(peer_->bin(from_bin).Erase(from, rest_));
+    ASSERT_TRUE(peer_->bin(to_bin).Insert(to, rest_, hr_));
+    SetBit(from_bin, false);
+    SetBit(to_bin, true);
+    peer_->chunks()[hr_].size = to;
+    // The vector's elements are not const objects; regions() only views them.
+    const_cast<internal::AllocationRegion&>(
+        peer_->region_manager().regions()[0])
+        .extend(delta);
+    *peer_->stats().pool_bytes += static_cast<int64_t>(delta);
+    *peer_->stats().peak_pool_bytes += static_cast<int64_t>(delta);
+    peer_->total_region_allocated_bytes() += delta;
+  };
+  grow(size, size + kGrow, b, grown_bin, kGrow);
+  EXPECT_EQ(alloc_->Validate(),
+            Error(absl::StrCat("the pool of ", kRegion + kGrow,
+                               " bytes exceeds the limit of ", kGrow)));
+  grow(size + kGrow, size, grown_bin, b, -kGrow);  // wraps back: unsigned
 }
 
 TEST_F(AllocatorValidateTest, InUseChunksKeepTheirRequestedSize) {
