@@ -36,5 +36,17 @@ function(bfc_add_test)
     set(T_TIMEOUT 300)
   endif()
   gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60
-                       PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+                       PROPERTIES TIMEOUT ${T_TIMEOUT})
+  # Labels are set by a file CTest reads after the discovered tests: CMake
+  # 3.25's PROPERTIES flattens a list, so a second label ("concurrency;
+  # adversarial") became a property name and was lost. ${T_NAME}_TESTS is the
+  # list gtest_discover_tests defines.
+  if(T_LABELS)
+    set(labels_file "${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_labels.cmake")
+    file(WRITE "${labels_file}"
+         "if(DEFINED ${T_NAME}_TESTS)\n"
+         "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\n"
+         "endif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${labels_file}")
+  endif()
 endfunction()
