@@ -400,6 +400,23 @@ TEST_F(AllocatorTest, BestFitTakesTheSmallestThenLowestAddress) {
   for (void* p : {h4a, h4b, h8, g1, g2, g3}) a.DeallocateRaw(p);
 }
 
+TEST_F(AllocatorTest, AnOverAlignedRequestTakesAHoleThatFitsExactlyOncePadded) {
+  Allocator& a = Make(64 * kMiB, NoRetry(/*allow_growth=*/false));
+  // The hole [base + 256, base + 5120): 3840 bytes of padding up to the
+  // next 4 KiB boundary leave exactly the 1 KiB asked for.
+  void* g0 = a.AllocateRaw(256, 256);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(g0) % (4 * kKiB), 0u);
+  char* const base = static_cast<char*>(g0);
+  void* hole = a.AllocateRaw(256, 3840 + 1024);
+  void* g1 = a.AllocateRaw(256, 256);
+  ASSERT_EQ(hole, base + 256);
+  ASSERT_EQ(g1, base + 5120);
+  a.DeallocateRaw(hole);
+  void* p = a.AllocateRaw(4 * kKiB, 1024);
+  EXPECT_EQ(p, base + 4 * kKiB);  // not past g1 in the rest of the pool
+  for (void* q : {p, g0, g1}) a.DeallocateRaw(q);
+}
+
 TEST_F(AllocatorTest, NonCoalescingRegionsStayFragmented) {
   FakeSubAllocator::Options fake;  // adjacent blocks, but no coalescing
   Allocator& a = Make(8 * kMiB, NoRetry(), fake);

@@ -37,6 +37,8 @@ TEST(RegionManagerTest, RegionsAreKeptInAddressOrderAndFound) {
   EXPECT_EQ(rm.RegionFor(P(0x0)), nullptr);
   EXPECT_TRUE(rm.Overlaps(P(0x4ff00), 0x200));
   EXPECT_FALSE(rm.Overlaps(P(0x4f000), 0x1000));  // ends where a region starts
+  EXPECT_TRUE(rm.Overlaps(P(0x4f000), 0x1001));   // its first byte
+  EXPECT_TRUE(rm.Overlaps(P(0x51fff), 1));        // its last byte
   EXPECT_FALSE(rm.Overlaps(P(0x52000), 0x1000));
   EXPECT_TRUE(rm.RemoveAllocationRegion(P(0x50000)));
   EXPECT_FALSE(rm.RemoveAllocationRegion(P(0x50000)));
