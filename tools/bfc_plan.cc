@@ -231,7 +231,11 @@ int Main(int argc, char** argv) {
     j["align"] = options.base_addr_align_bytes;
     j["validate"] = options.validate;
     j["traces"] = std::move(traces);
-    const std::string json = j.dump(2) + "\n";
+    // Trace names may hold any bytes: invalid UTF-8 becomes U+FFFD.
+    const std::string json =
+        j.dump(2, ' ', /*ensure_ascii=*/false,
+               nlohmann::ordered_json::error_handler_t::replace) +
+        "\n";
     if (flags.summary_json_path == bfc::tools::kStdioPath) {
       std::fwrite(json.data(), 1, json.size(), stdout);
       if (std::fflush(stdout) != 0) return kExitBadInput;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -97,28 +98,6 @@ bool EndsWithAny(absl::string_view s,
     if (absl::EndsWithIgnoreCase(s, t)) return true;
   }
   return false;
-}
-
-// Reads all of `f` (a pipe, standard input, a device) and parses it as a
-// trace called `name`; `label` names the stream in messages.
-absl::StatusOr<Trace> ReadStream(std::FILE* f, const std::string& name,
-                                 const std::string& label) {
-  std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  if (std::ferror(f)) {
-    return absl::DataLossError(
-        absl::StrCat(label, ": read error: ", std::strerror(errno)));
-  }
-  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f &&
-      static_cast<unsigned char>(text[1]) == 0x8b) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        label,
-        ": gzip-compressed data on a stream; decompress it first (gzip -dc "
-        "TRACE.csv.gz | ...) or name the .gz file"));
-  }
-  return ParseTrace(text, name);
 }
 
 absl::Status WriteAll(int fd, absl::string_view contents) {
@@ -315,36 +294,8 @@ absl::Status CheckDistinctPaths(const std::vector<NamedPath>& inputs,
 }
 
 absl::StatusOr<Trace> ReadTraceArg(const std::string& path) {
-  if (path == kStdioPath) return ReadStream(stdin, "stdin", "standard input");
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    }
-    return ErrnoError(errno, absl::StrCat(path, ": cannot open"));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is a directory, not a trace file"));
-  }
-  if (access(path.c_str(), R_OK) != 0) {
-    return ErrnoError(errno, absl::StrCat(path, ": cannot read"));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    // A pipe (<(...), a FIFO) cannot be rewound after sniffing for gzip, as
-    // ReadTrace does: read it as a stream.
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-      return ErrnoError(errno, absl::StrCat(path, ": cannot open"));
-    }
-    std::string name = SplitDirBase(path).second;
-    for (const char* ext : {".gz", ".csv"}) {
-      if (absl::EndsWith(name, ext)) name.resize(name.size() - strlen(ext));
-    }
-    absl::StatusOr<Trace> trace = ReadStream(f, name, path);
-    std::fclose(f);
-    return trace;
-  }
+  // "-" means standard input to ReadTrace as it does to the tools.
+  static_assert(std::string_view(kStdioPath) == kStandardInputPath);
   return ReadTrace(path);
 }
 

@@ -13,8 +13,9 @@
 //     nor an existing file that looks like a trace: `--html my_trace.csv`,
 //     with the output name forgotten, is refused rather than obeyed
 //     (CheckOutputPath).
-//   * Inputs: "-" is standard input; a directory or an unreadable path is an
-//     error with a message, never an abort (ReadTraceArg).
+//   * Inputs: "-" is standard input; a pipe or FIFO is read as a stream; a
+//     directory, an unreadable path or a truncated .gz is an error with a
+//     message, never an abort (ReadTraceArg).
 //
 // Thread safety: single-threaded programs only (WriteFileAtomically installs
 // signal handlers for the duration of the write).
@@ -77,11 +78,10 @@ std::string NormalizePath(const std::string& path);
 absl::Status CheckDistinctPaths(const std::vector<NamedPath>& inputs,
                                 const std::vector<NamedPath>& outputs);
 
-// Reads a trace given on the command line: "-" is standard input, a pipe or
-// other non-regular file is read as a stream, a regular file goes through
-// bfc::ReadTrace (plain or gzip). A directory, an unreadable path or a
-// gzip-compressed stream (not a file) is an error naming the path. Every error
-// is bad input (exit status 1).
+// Reads a trace given on the command line: bfc::ReadTrace, which reads "-" as
+// standard input and pipes, FIFOs and /dev/fd/N as streams (plain or gzip,
+// nothing rewound), and refuses a directory or an incomplete gzip file with a
+// message naming the path. Every error is bad input (exit status 1).
 absl::StatusOr<Trace> ReadTraceArg(const std::string& path);
 
 // The directory of the running executable (/proc/self/exe), or "" when it

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <new>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -28,10 +31,21 @@ size_t Replayer::ReleaseLive() {
   return n;
 }
 
-// Simulates slot liveness once, so the timed loop can trust every slot index
-// and never leaks a pointer by overwriting a live slot.
+// Simulates slot liveness once, so the timed loop can trust every slot index,
+// never leaks a pointer by overwriting a live slot, and never subtracts from
+// its live bytes more than it added (a free's size must be its allocation's).
 absl::Status Replayer::CheckTrace() const {
-  std::vector<uint8_t> live(trace_.num_slots, 0);
+  if (trace_.num_slots > size_t{UINT32_MAX} + 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the trace declares %d slots, but slot indices are 32-bit",
+        trace_.name, trace_.num_slots));
+  }
+  struct Slot {
+    bool live = false;
+    size_t size = 0;
+    size_t op = 0;  // the allocating op
+  };
+  std::vector<Slot> slots(trace_.num_slots);
   for (size_t i = 0; i < trace_.ops.size(); ++i) {
     const ReplayOp& op = trace_.ops[i];
     if (op.slot >= trace_.num_slots) {
@@ -39,21 +53,28 @@ absl::Status Replayer::CheckTrace() const {
           "%s: op %d (event %d) uses slot %d, but the trace has %d slots",
           trace_.name, i, op.event_index, op.slot, trace_.num_slots));
     }
-    uint8_t& l = live[op.slot];
+    Slot& slot = slots[op.slot];
     if (op.kind == ReplayOp::Kind::kAllocate) {
-      if (l) {
+      if (slot.live) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: op %d (event %d) allocates into slot %d, which is still live",
             trace_.name, i, op.event_index, op.slot));
       }
-      l = 1;
+      slot = Slot{true, op.size, i};
     } else {
-      if (!l) {
+      if (!slot.live) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: op %d (event %d) frees slot %d, which is not live",
             trace_.name, i, op.event_index, op.slot));
       }
-      l = 0;
+      if (op.size != slot.size) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: op %d (event %d) frees slot %d as %d bytes, but op %d "
+            "allocated it with %d bytes",
+            trace_.name, i, op.event_index, op.slot, op.size, slot.op,
+            slot.size));
+      }
+      slot.live = false;
     }
   }
   return absl::OkStatus();
@@ -110,13 +131,25 @@ void Replayer::Loop(ReplaySummary* s) {
 }
 
 absl::StatusOr<ReplaySummary> Replayer::Run() {
-  if (!checked_) {
-    absl::Status st = CheckTrace();
-    if (!st.ok()) return st;
-    checked_ = true;
+  // The slot tables are as large as the trace says; a hand-made trace may
+  // say more than memory holds, which is an error, not an exception.
+  try {
+    if (!checked_) {
+      absl::Status st = CheckTrace();
+      if (!st.ok()) return st;
+      checked_ = true;
+    }
+    ReleaseLive();
+    slots_.assign(trace_.num_slots, nullptr);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s: no memory for the replay's %d slots", trace_.name,
+                        trace_.num_slots));
+  } catch (const std::length_error&) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s: no memory for the replay's %d slots", trace_.name,
+                        trace_.num_slots));
   }
-  ReleaseLive();
-  slots_.assign(trace_.num_slots, nullptr);
 
   ReplaySummary s;
   s.trace_name = trace_.name;

@@ -5,11 +5,17 @@
 // allocator speed. The events vector is reserved from a newline count first.
 #include "bfc/replay/trace.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bfc/internal/constants.h"
+#include "core/internal/bits.h"
 
 #if defined(BFC_HAVE_ZLIB)
 #include <zlib.h>
@@ -238,80 +246,213 @@ std::string TraceNameFromPath(std::string_view path) {
   return std::string(base);
 }
 
-absl::Status ReadPlainFile(const std::string& path, std::FILE* f,
-                           std::string* out) {
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
-  if (std::ferror(f)) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": read error: ", std::strerror(errno)));
+// Reads up to `size` bytes of `fd`, retrying on EINTR: >0 bytes, 0 at the
+// end, -1 with errno set.
+ssize_t ReadSome(int fd, char* buf, size_t size) {
+  while (true) {
+    const ssize_t n = read(fd, buf, size);
+    if (n >= 0 || errno != EINTR) return n;
+  }
+}
+
+absl::Status ReadError(std::string_view label, int errnum) {
+  return absl::DataLossError(
+      absl::StrCat(Av(label), ": read error: ", std::strerror(errnum)));
+}
+
+constexpr unsigned char kGzipMagic[2] = {0x1f, 0x8b};
+constexpr size_t kChunk = size_t{1} << 16;
+
+bool IsGzipMagic(const char* p) {
+  return static_cast<unsigned char>(p[0]) == kGzipMagic[0] &&
+         static_cast<unsigned char>(p[1]) == kGzipMagic[1];
+}
+
+#if defined(BFC_HAVE_ZLIB)
+// Inflates gzip data arriving on `fd`, of which the first `have` bytes are
+// already in `in` (so nothing is ever rewound: pipes work). Like gzip -d:
+// concatenated members are one stream, zero bytes after the last member are
+// padding; anything else after a member is an error. Every member must reach
+// its end (Z_STREAM_END, trailer and CRC checked): a stream cut short is an
+// error, never a shorter trace.
+absl::Status InflateFd(int fd, std::string_view label, std::vector<char>& in,
+                       size_t have, std::string* out) {
+  z_stream z;
+  std::memset(&z, 0, sizeof(z));
+  if (inflateInit2(&z, 15 + 16) != Z_OK) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(Av(label), ": cannot initialise zlib"));
+  }
+  struct Cleanup {
+    z_stream* z;
+    ~Cleanup() { inflateEnd(z); }
+  } cleanup{&z};
+  std::vector<char> buf(4 * kChunk);
+  bool in_member = true;  // inside a gzip member (not between two)
+  bool at_eof = false;
+  z.next_in = reinterpret_cast<Bytef*>(in.data());
+  z.avail_in = static_cast<uInt>(have);
+  while (true) {
+    if (z.avail_in == 0) {
+      if (at_eof) break;
+      const ssize_t n = ReadSome(fd, in.data(), in.size());
+      if (n < 0) return ReadError(label, errno);
+      if (n == 0) {
+        at_eof = true;
+        break;
+      }
+      z.next_in = reinterpret_cast<Bytef*>(in.data());
+      z.avail_in = static_cast<uInt>(n);
+    }
+    if (!in_member) {
+      // Between members: zero padding is skipped, a gzip magic number starts
+      // the next member, anything else is not gzip data.
+      if (*z.next_in == 0) {
+        ++z.next_in;
+        --z.avail_in;
+        continue;
+      }
+      if (*z.next_in != kGzipMagic[0]) {
+        return absl::DataLossError(
+            absl::StrCat(Av(label),
+                         ": corrupt gzip data: bytes after the end of the "
+                         "compressed stream are not another gzip member"));
+      }
+      if (inflateReset(&z) != Z_OK) {
+        return absl::InternalError(
+            absl::StrCat(Av(label), ": cannot reset zlib"));
+      }
+      in_member = true;
+    }
+    z.next_out = reinterpret_cast<Bytef*>(buf.data());
+    z.avail_out = static_cast<uInt>(buf.size());
+    const int ret = inflate(&z, Z_NO_FLUSH);
+    out->append(buf.data(), buf.size() - z.avail_out);
+    if (ret == Z_STREAM_END) {
+      in_member = false;
+    } else if (ret == Z_MEM_ERROR) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(Av(label), ": out of memory while decompressing"));
+    } else if (ret != Z_OK && !(ret == Z_BUF_ERROR && z.avail_in == 0)) {
+      return absl::DataLossError(absl::StrCat(
+          Av(label),
+          ": corrupt gzip data: ", z.msg != nullptr ? z.msg : zError(ret)));
+    }
+  }
+  if (in_member) {
+    return absl::DataLossError(absl::StrCat(
+        Av(label),
+        ": truncated gzip data: the compressed stream ends before its end "
+        "marker and checksum (gzip -t rejects it); the file is incomplete"));
   }
   return absl::OkStatus();
 }
+#endif  // BFC_HAVE_ZLIB
 
-absl::Status ReadGzipFile(const std::string& path, std::string* out) {
+// Reads all of `fd` into `out`: plain text as is, gzip (recognised by its
+// first two bytes, whatever the name) decompressed. `size_hint`: the file's
+// size when known, else 0.
+absl::Status ReadAll(int fd, std::string_view label, size_t size_hint,
+                     std::string* out) {
+  std::vector<char> in(kChunk);
+  // The first two bytes decide; a read may return fewer.
+  size_t have = 0;
+  while (have < 2) {
+    const ssize_t n = ReadSome(fd, in.data() + have, in.size() - have);
+    if (n < 0) return ReadError(label, errno);
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+  }
+  if (have >= 2 && IsGzipMagic(in.data())) {
 #if defined(BFC_HAVE_ZLIB)
-  gzFile gz = gzopen(path.c_str(), "rb");
-  if (gz == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  }
-  gzbuffer(gz, 1 << 17);
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(gz, buf, sizeof(buf))) > 0)
-    out->append(buf, static_cast<size_t>(n));
-  absl::Status status;
-  if (n < 0) {
-    int errnum = 0;
-    const char* msg = gzerror(gz, &errnum);
-    status = absl::DataLossError(absl::StrCat(
-        path, ": corrupt gzip data: ", msg != nullptr ? msg : "unknown error"));
-  }
-  gzclose(gz);
-  return status;
+    return InflateFd(fd, label, in, have, out);
 #else
-  return absl::UnimplementedError(absl::StrCat(
-      path,
-      ": is gzip-compressed, but bfc was built without zlib; gunzip it first"));
+    return absl::UnimplementedError(
+        absl::StrCat(Av(label),
+                     ": is gzip-compressed, but bfc was built without zlib; "
+                     "gunzip it first"));
 #endif
+  }
+  if (size_hint > 0) out->reserve(size_hint);
+  out->append(in.data(), have);
+  while (true) {
+    const ssize_t n = ReadSome(fd, in.data(), in.size());
+    if (n < 0) return ReadError(label, errno);
+    if (n == 0) return absl::OkStatus();
+    out->append(in.data(), static_cast<size_t>(n));
+  }
+}
+
+absl::Status TooLarge(std::string_view label) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(Av(label), ": the trace does not fit in memory"));
+}
+
+// Reads and parses the trace on `fd`, turning the exceptions of a trace too
+// large for memory into a status (nothing escapes the library).
+absl::StatusOr<Trace> ReadAndParse(int fd, std::string name,
+                                   std::string_view label, size_t size_hint) {
+  try {
+    std::string text;
+    absl::Status status = ReadAll(fd, label, size_hint, &text);
+    if (!status.ok()) return status;
+    return ParseTraceImpl(text, std::move(name), label);
+  } catch (const std::bad_alloc&) {
+    return TooLarge(label);
+  } catch (const std::length_error&) {
+    return TooLarge(label);
+  }
 }
 
 }  // namespace
 
 absl::StatusOr<Trace> ParseTrace(std::string_view csv, std::string name) {
   std::string label = name.empty() ? std::string("<trace>") : name;
-  return ParseTraceImpl(csv, std::move(name), label);
+  try {
+    return ParseTraceImpl(csv, std::move(name), label);
+  } catch (const std::bad_alloc&) {
+    return TooLarge(label);
+  } catch (const std::length_error&) {
+    return TooLarge(label);
+  }
 }
 
 absl::StatusOr<Trace> ReadTrace(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
+  if (path == kStandardInputPath) {
+    return ReadAndParse(STDIN_FILENO, "stdin", "standard input", 0);
+  }
+  int fd;
+  do {
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
     if (errno == ENOENT) {
       return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     }
     return absl::PermissionDeniedError(
         absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
-  unsigned char magic[2] = {0, 0};
-  size_t got = std::fread(magic, 1, 2, f);
-  bool gzip = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-  std::string text;
-  absl::Status status;
-  if (gzip) {
-    std::fclose(f);
-    status = ReadGzipFile(path, &text);
-  } else {
-    std::fseek(f, 0, SEEK_END);
-    long size = std::ftell(f);
-    if (size > 0) text.reserve(static_cast<size_t>(size));
-    std::rewind(f);
-    status = ReadPlainFile(path, f, &text);
-    std::fclose(f);
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  // Asked of the open file, not of the name, so the answer is about what
+  // is read. A directory opens, but reading it fails (or, on some file
+  // systems, yields its entries).
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
-  if (!status.ok()) return status;
-  return ParseTraceImpl(text, TraceNameFromPath(path), path);
+  if (S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is a directory, not a trace file"));
+  }
+  // Pipes, FIFOs, /dev/stdin and character devices are read as streams.
+  const size_t size_hint = S_ISREG(st.st_mode) && st.st_size > 0
+                               ? static_cast<size_t>(st.st_size)
+                               : 0;
+  return ReadAndParse(fd, TraceNameFromPath(path), path, size_hint);
 }
 
 absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
@@ -330,9 +471,11 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
   absl::flat_hash_map<uint64_t, Live> live;
   std::vector<uint32_t> free_slots;
   std::vector<size_t> slot_size;
+  // Live bytes, requested and rounded up to the allocator's granule (what a
+  // BFC pool must hold at least). Sums and round-ups are checked: a trace
+  // whose sizes would wrap them is refused, never summarised as a small one.
   size_t live_bytes = 0;
   size_t live_rounded = 0;
-  auto round = [](size_t n) { return (n + 255) & ~size_t{255}; };
 
   for (size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
@@ -364,9 +507,22 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
                               "never freed)",
                               trace.name, e.line, e.pointer, it->second.line));
         }
+        size_t rounded;
+        if (!internal::RoundUp(e.size, kMinAllocationSize, &rounded)) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s:%d: allocate of %d bytes: the Size overflows when rounded "
+              "up to %d bytes; no allocator can serve it",
+              trace.name, e.line, e.size, kMinAllocationSize));
+        }
+        if (live_rounded > SIZE_MAX - rounded) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s:%d: allocate of %d bytes: the live allocations would "
+              "exceed 2^64-1 bytes (the address space)",
+              trace.name, e.line, e.size));
+        }
         slot_size[slot] = e.size;
-        live_bytes += e.size;
-        live_rounded += round(e.size);
+        live_bytes += e.size;  // <= live_rounded: cannot wrap either
+        live_rounded += rounded;
         out.peak_live_bytes = std::max(out.peak_live_bytes, live_bytes);
         out.peak_live_rounded_bytes =
             std::max(out.peak_live_rounded_bytes, live_rounded);
@@ -388,9 +544,9 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
         }
         uint32_t slot = it->second.slot;
         live.erase(it);
-        size_t size = slot_size[slot];
+        const size_t size = slot_size[slot];
         live_bytes -= size;
-        live_rounded -= round(size);
+        live_rounded -= internal::AlignUp(size, kMinAllocationSize);
         free_slots.push_back(slot);
         out.ops.push_back(ReplayOp{ReplayOp::Kind::kFree, slot, size, i});
         break;

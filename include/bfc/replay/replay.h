@@ -96,8 +96,10 @@ class Replayer {
   // Replays every op once. Allocations a previous Run left live are freed
   // first, so Run may be repeated for a warm-allocator (steady-state) pass.
   // InvalidArgument when the CompiledTrace is inconsistent (a slot out of
-  // range, an allocate into a live slot, a free of a slot never allocated);
-  // that is checked before anything is allocated.
+  // range, an allocate into a live slot, a free of a slot never allocated,
+  // a free whose size is not its allocation's, more than 2^32 slots);
+  // that is checked before anything is allocated. ResourceExhausted when the
+  // slot table does not fit in memory. Never throws.
   absl::StatusOr<ReplaySummary> Run();
 
   // Frees the allocations the last Run left live; returns how many.

@@ -46,8 +46,23 @@ struct Trace {
 
 // Parses CSV text. Errors name the line and say what is wrong with it.
 absl::StatusOr<Trace> ParseTrace(std::string_view csv, std::string name);
-// Reads a `.csv` or `.csv.gz` file (gzip detected by content). NotFound for a
-// missing file.
+
+// The path ReadTrace reads as standard input (a file named "-" is "./-").
+inline constexpr char kStandardInputPath[] = "-";
+
+// Reads a trace file, plain or gzip-compressed (detected from its first two
+// bytes, whatever its name). Any file that can be read once from start to
+// end works: a regular file, a FIFO, a pipe (/dev/stdin, /dev/fd/N as bash's
+// `<(...)` gives), standard input as "-" (Trace::name "stdin"); nothing is
+// rewound. Gzip is read as gzip -d reads it: concatenated members are one
+// stream, and each must be complete (a file cut short or missing its trailer
+// is DataLoss, never a shorter trace).
+//
+// Errors name the path (and the line, for a malformed row): NotFound for a
+// missing file, PermissionDenied for one that cannot be opened,
+// InvalidArgument for a directory or a malformed row, DataLoss for a read
+// error or corrupt or truncated gzip data, ResourceExhausted for a trace that
+// does not fit in memory. Never throws.
 absl::StatusOr<Trace> ReadTrace(const std::string& path);
 
 // One replay step. `slot` is a dense index standing for the original pointer.
