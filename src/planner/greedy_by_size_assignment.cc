@@ -62,10 +62,10 @@ struct SizeDistPriority {
 absl::Status GreedyBySizeAssignment(
     const std::vector<TensorUsageRecord<size_t>>& usage_records,
     size_t base_addr_align_bytes, OffsetsAssignment* assignment) {
-  if (base_addr_align_bytes == 0) {
-    return absl::InvalidArgumentError("base_addr_align_bytes must be positive");
-  }
-  absl::Status status = internal::CheckRecords(usage_records);
+  absl::Status status =
+      internal::CheckAlignment(base_addr_align_bytes, "base_addr_align_bytes");
+  if (!status.ok()) return status;
+  status = internal::CheckRecords(usage_records);
   if (!status.ok()) return status;
   assignment->offsets.assign(usage_records.size(), 0);
   assignment->total_size = 0;

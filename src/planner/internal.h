@@ -23,16 +23,67 @@ namespace bfc {
 namespace planner {
 namespace internal {
 
-// InvalidArgument naming the first record with first_task > last_task.
+// Limits on what the planner accepts, so that no arithmetic in any strategy
+// can wrap. Every object size, offset, total and bound a strategy computes is
+// at most the records' total size plus one alignment (< kMaxAlignment) per
+// record: with the total at most kMaxTotalSize (2^62, 4 EiB, beyond any
+// device) and fewer than kMaxRecords records, that stays below 2^63, so it
+// fits size_t, and MINCOSTFLOW's int64 costs and their negations are exact.
+inline constexpr size_t kMaxTotalSize = size_t{1} << 62;
+inline constexpr size_t kMaxAlignment = size_t{1} << 30;
+inline constexpr size_t kMaxRecords = size_t{1} << 31;
+
+// Number of elements of a size, false when the product overflows size_t.
+inline bool CheckedNumElements(size_t size, size_t* out) {
+  *out = size;
+  return true;
+}
+inline bool CheckedNumElements(const uint2& size, size_t* out) {
+  return !__builtin_mul_overflow(size_t{size.x}, size_t{size.y}, out);
+}
+inline bool CheckedNumElements(const uint3& size, size_t* out) {
+  size_t xy;
+  return !__builtin_mul_overflow(size_t{size.x}, size_t{size.y}, &xy) &&
+         !__builtin_mul_overflow(xy, size_t{size.z}, out);
+}
+
+// InvalidArgument naming the first record with first_task > last_task, or
+// the record whose size brings the records' total past kMaxTotalSize (or
+// more than kMaxRecords records).
 template <typename TensorSizeT>
 absl::Status CheckRecords(
     const std::vector<TensorUsageRecord<TensorSizeT>>& usage_records) {
+  if (usage_records.size() >= kMaxRecords) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(usage_records.size(), " usage records; at most ",
+                     kMaxRecords - 1, " are accepted"));
+  }
+  size_t total = 0;
   for (size_t i = 0; i < usage_records.size(); ++i) {
     if (usage_records[i].first_task > usage_records[i].last_task) {
       return absl::InvalidArgumentError(absl::StrCat(
           "usage record ", i, " has first_task ", usage_records[i].first_task,
           " > last_task ", usage_records[i].last_task));
     }
+    size_t elements;
+    if (!CheckedNumElements(usage_records[i].tensor_size, &elements) ||
+        elements > kMaxTotalSize - total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "usage record ", i,
+          ": its tensor_size brings the records' total "
+          "size past 2^62 (the planner's limit, so that no offset or sum can "
+          "wrap)"));
+    }
+    total += elements;
+  }
+  return absl::OkStatus();
+}
+
+// InvalidArgument unless 1 <= align <= kMaxAlignment; `what` names it.
+inline absl::Status CheckAlignment(size_t align, const char* what) {
+  if (align == 0 || align > kMaxAlignment) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is ", align, "; it must be in [1, ", kMaxAlignment, "]"));
   }
   return absl::OkStatus();
 }
@@ -49,9 +100,18 @@ std::vector<size_t> OrderByFirstTask(
   return order;
 }
 
-// n rounded up to a multiple of align (align > 0).
+// n rounded up to a multiple of align. Callers keep n <= 2^63 and align <=
+// kMaxAlignment (CheckRecords, CheckAlignment), so it cannot wrap.
 inline size_t AlignByN(size_t n, size_t align) {
   return (n + align - 1) / align * align;
+}
+
+// n rounded up to a multiple of align (> 0, not only a power of two) into
+// *out; false when that exceeds 2^64-1 (user-given sizes and roundings).
+inline bool CheckedAlignByN(size_t n, size_t align, size_t* out) {
+  if (n > ~size_t{0} - (align - 1)) return false;
+  *out = (n + align - 1) / align * align;
+  return true;
 }
 
 // An object in use, ordered for a std::priority_queue so that top() is the one

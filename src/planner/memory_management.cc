@@ -152,12 +152,26 @@ const char* MemoryStrategyName(MemoryStrategy strategy) {
   return "UNKNOWN";
 }
 
-absl::Status AssignObjectsToTensors(
+namespace {
+
+// A strategy's plan is checked before it is returned: a plan that does not
+// validate is an error, never OK (the records were checked, so it would be a
+// bug in the strategy, named here).
+template <typename Plan, typename Records, typename... Extra>
+absl::Status Validated(absl::Status status, MemoryStrategy strategy,
+                       const Records& usage_records, const Plan& plan,
+                       Extra... extra) {
+  if (!status.ok()) return status;
+  absl::Status valid = ValidateAssignment(usage_records, plan, extra...);
+  if (valid.ok()) return valid;
+  return absl::InternalError(
+      absl::StrCat("MemoryStrategy ", MemoryStrategyName(strategy),
+                   " made an invalid plan: ", valid.message()));
+}
+
+absl::Status RunObjectsStrategy(
     const std::vector<TensorUsageRecord<size_t>>& usage_records,
     MemoryStrategy strategy, ObjectsAssignment<size_t>* assignment) {
-  if (assignment == nullptr) {
-    return absl::InvalidArgumentError("assignment must not be null");
-  }
   switch (strategy) {
     case MemoryStrategy::NAIVE:
       return NaiveAssignment(usage_records, assignment);
@@ -178,16 +192,36 @@ absl::Status AssignObjectsToTensors(
       "unknown MemoryStrategy value ", static_cast<int>(strategy)));
 }
 
+}  // namespace
+
+absl::Status AssignObjectsToTensors(
+    const std::vector<TensorUsageRecord<size_t>>& usage_records,
+    MemoryStrategy strategy, ObjectsAssignment<size_t>* assignment) {
+  if (assignment == nullptr) {
+    return absl::InvalidArgumentError("assignment must not be null");
+  }
+  return Validated(RunObjectsStrategy(usage_records, strategy, assignment),
+                   strategy, usage_records, *assignment);
+}
+
 absl::Status AssignObjectsToTensors(
     const std::vector<TensorUsageRecord<uint2>>& usage_records,
     MemoryStrategy strategy, ObjectsAssignment<uint2>* assignment) {
-  return AssignMultidimensional(usage_records, strategy, assignment);
+  if (assignment == nullptr) {
+    return absl::InvalidArgumentError("assignment must not be null");
+  }
+  return Validated(AssignMultidimensional(usage_records, strategy, assignment),
+                   strategy, usage_records, *assignment);
 }
 
 absl::Status AssignObjectsToTensors(
     const std::vector<TensorUsageRecord<uint3>>& usage_records,
     MemoryStrategy strategy, ObjectsAssignment<uint3>* assignment) {
-  return AssignMultidimensional(usage_records, strategy, assignment);
+  if (assignment == nullptr) {
+    return absl::InvalidArgumentError("assignment must not be null");
+  }
+  return Validated(AssignMultidimensional(usage_records, strategy, assignment),
+                   strategy, usage_records, *assignment);
 }
 
 absl::Status AssignOffsetsToTensors(
@@ -197,19 +231,20 @@ absl::Status AssignOffsetsToTensors(
   if (assignment == nullptr) {
     return absl::InvalidArgumentError("assignment must not be null");
   }
-  if (base_addr_align_bytes == 0) {
-    return absl::InvalidArgumentError("base_addr_align_bytes must be positive");
-  }
-  if (strategy == MemoryStrategy::GREEDY_BY_SIZE) {
-    return GreedyBySizeAssignment(usage_records, base_addr_align_bytes,
-                                  assignment);
-  }
-  ObjectsAssignment<size_t> objects;
   absl::Status status =
-      AssignObjectsToTensors(usage_records, strategy, &objects);
+      internal::CheckAlignment(base_addr_align_bytes, "base_addr_align_bytes");
   if (!status.ok()) return status;
-  internal::ObjectsToOffsets(objects, base_addr_align_bytes, assignment);
-  return absl::OkStatus();
+  if (strategy == MemoryStrategy::GREEDY_BY_SIZE) {
+    status = GreedyBySizeAssignment(usage_records, base_addr_align_bytes,
+                                    assignment);
+  } else {
+    ObjectsAssignment<size_t> objects;
+    status = AssignObjectsToTensors(usage_records, strategy, &objects);
+    if (!status.ok()) return status;
+    internal::ObjectsToOffsets(objects, base_addr_align_bytes, assignment);
+  }
+  return Validated(status, strategy, usage_records, *assignment,
+                   base_addr_align_bytes);
 }
 
 absl::Status ValidateAssignment(

@@ -240,6 +240,19 @@ absl::Status MinCostFlowAssignment(
   assignment->object_sizes.clear();
   if (n == 0) return absl::OkStatus();
 
+  // CheckRecords bounded the total by 2^62, so this sum cannot wrap.
+  size_t total = 0;
+  for (const TensorUsageRecord<size_t>& r : usage_records) {
+    total += r.tensor_size;
+  }
+  if (total > kMaxMinCostFlowTotalSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MINCOSTFLOW: the tensors total ", total, " bytes, over its limit of ",
+        kMaxMinCostFlowTotalSize,
+        " (kMaxMinCostFlowTotalSize: its int64 path costs must stay exact); "
+        "use a GREEDY strategy"));
+  }
+
   // 32-bit entry indices: both directions of every edge must fit.
   constexpr size_t kIndexLimit = std::numeric_limits<uint32_t>::max() / 2;
   const size_t num_edges = MinCostFlowEdgeCount(usage_records);

@@ -78,17 +78,28 @@ size_t PlanReport::BestTotalBytes() const {
 absl::StatusOr<PlanReport> PlanRecords(
     const std::vector<TensorUsageRecord<size_t>>& usage_records,
     const PlanOptions& options) {
-  if (options.base_addr_align_bytes == 0 || options.round_sizes_to == 0) {
-    return absl::InvalidArgumentError(
-        "base_addr_align_bytes and round_sizes_to must be positive");
-  }
-  absl::Status status = internal::CheckRecords(usage_records);
+  absl::Status status = internal::CheckAlignment(options.base_addr_align_bytes,
+                                                 "base_addr_align_bytes");
+  if (!status.ok()) return status;
+  status = internal::CheckAlignment(options.round_sizes_to, "round_sizes_to");
+  if (!status.ok()) return status;
+  status = internal::CheckRecords(usage_records);
   if (!status.ok()) return status;
   std::vector<TensorUsageRecord<size_t>> records = usage_records;
-  for (auto& rec : records) {
-    rec.tensor_size =
-        internal::AlignByN(rec.tensor_size, options.round_sizes_to);
+  for (size_t i = 0; i < records.size(); ++i) {
+    size_t rounded;
+    if (!internal::CheckedAlignByN(records[i].tensor_size,
+                                   options.round_sizes_to, &rounded)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("usage record ", i, ": tensor_size ",
+                       records[i].tensor_size, " rounded up to a multiple of ",
+                       options.round_sizes_to, " exceeds 2^64-1"));
+    }
+    records[i].tensor_size = rounded;
   }
+  // Rounding may bring the total past the planner's limit.
+  status = internal::CheckRecords(records);
+  if (!status.ok()) return status;
   PlanReport report;
   report.options = options;
   report.num_tensors = records.size();

@@ -33,9 +33,13 @@
 //   // tensors 0 and 2 share an object of 64 bytes; tensor 1 has its own.
 //
 // Edge cases, for every function here: empty input gives an empty plan (no
-// objects, total_size 0); a record with first_task > last_task, an unsupported
-// strategy/size-type combination, or a null output pointer is InvalidArgument
-// and the output is left in an unspecified but valid state. Records need not
+// objects, total_size 0); a record with first_task > last_task, records whose
+// sizes total more than 2^62 (elements; so no sum, offset or bound can wrap),
+// 2^31 records or more, a base_addr_align_bytes outside [1, 2^30], an
+// unsupported strategy/size-type combination, or a null output pointer is
+// InvalidArgument and the output is left in an unspecified but valid state.
+// Every plan is checked with ValidateAssignment before OK is returned: a plan
+// that does not validate is Internal, naming the strategy. Records need not
 // be sorted; strategies that walk tensors in time order sort a copy of the
 // indices by first_task (stable), so unsorted input still gives valid plans.
 // MINCOSTFLOW builds a graph with up to n^2/2 edges; inputs whose graph would

@@ -54,13 +54,19 @@ namespace planner {
 // shared traces need at most ~163k edges (lstm-train).
 inline constexpr size_t kMaxMinCostFlowEdges = size_t{1} << 22;
 
+// The largest total of tensor sizes MinCostFlowAssignment accepts (2^59,
+// 512 PiB): its path costs are int64 sums of sizes, which must stay below
+// the "unreachable" distance (2^61) the shortest-path search uses.
+inline constexpr size_t kMaxMinCostFlowTotalSize = size_t{1} << 59;
+
 // Edges of the (factored) flow graph MinCostFlowAssignment would build for
 // these records. Records must be valid.
 size_t MinCostFlowEdgeCount(
     const std::vector<TensorUsageRecord<size_t>>& usage_records);
 
-// InvalidArgument for a record with first > last, or when the graph would have
-// more than max_edges edges (the message gives the count and the limit).
+// InvalidArgument for a record with first > last, when the sizes total more
+// than kMaxMinCostFlowTotalSize, or when the graph would have more than
+// max_edges edges (the message gives the count and the limit).
 absl::Status MinCostFlowAssignment(
     const std::vector<TensorUsageRecord<size_t>>& usage_records,
     ObjectsAssignment<size_t>* assignment,

@@ -47,10 +47,12 @@ struct PlanOptions {
   // (AssignOffsetsToTensors).
   bool objects = true;
   bool offsets = true;
-  // Alignment of arena offsets (AssignOffsetsToTensors); must be positive.
+  // Alignment of arena offsets (AssignOffsetsToTensors); in [1, 2^30].
   size_t base_addr_align_bytes = 1;
   // Every tensor size is rounded up to a multiple of this before planning
-  // (the lower bound too); must be positive. 256 mirrors BFC's
+  // (the lower bound too); in [1, 2^30]. A size whose rounding would pass
+  // 2^64-1, or records whose sizes total more than 2^62 (before or after
+  // rounding), are InvalidArgument naming the record. 256 mirrors BFC's
   // kMinAllocationSize, to compare like with like.
   size_t round_sizes_to = 1;
   // Run ValidateAssignment on every plan (not timed). A failure is an internal
