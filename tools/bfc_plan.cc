@@ -15,12 +15,15 @@
 //
 // Exit status: 0 when every trace was planned, 1 when a trace cannot be read
 // or is inconsistent or an output could not be written, 2 for bad usage.
+#include <unistd.h>
+
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bfc/planner/memory_management.h"
 #include "bfc/planner/plan_report.h"
@@ -61,6 +64,9 @@ struct Flags {
   std::string align = "1";
   std::string online_peak;  // empty: not given
   bool no_validate = false;
+  std::vector<std::string> strategies;  // empty: PlanOptions' default list
+  size_t max_quadratic_tensors =
+      bfc::planner::PlanOptions().max_quadratic_tensors;
   std::string summary_json_path;
   bfc::tools::Verbosity verbosity;
 };
@@ -94,6 +100,26 @@ void DeclareFlags(CLI::App& app, Flags* f) {
       ->group(kGroupPlanner);
   app.add_flag("--no-validate", f->no_validate,
                "Do not validate each plan (validation is not timed)")
+      ->group(kGroupPlanner);
+  std::vector<std::string> names;
+  for (bfc::planner::MemoryStrategy s :
+       bfc::planner::PlanOptions().strategies) {
+    names.push_back(bfc::planner::MemoryStrategyName(s));
+  }
+  app.add_option("--strategies", f->strategies,
+                 "Run only these strategies, in this order (comma-separated). "
+                 "Default: all")
+      ->type_name("NAME,...")
+      ->delimiter(',')
+      ->check(CLI::IsMember(names, CLI::ignore_case))
+      ->group(kGroupPlanner);
+  app.add_option("--max-quadratic-tensors", f->max_quadratic_tensors,
+                 "Skip the strategies whose time grows with the square of the "
+                 "tensors (GREEDY_BY_BREADTH, GREEDY_BY_SIZE, GREEDY_BEST) on "
+                 "traces with more tensors than this, with a note (0: never "
+                 "skip)")
+      ->type_name("COUNT")
+      ->capture_default_str()
       ->group(kGroupPlanner);
 
   AddSummaryJsonFlag(app, &f->summary_json_path, kSummaryKeys);
@@ -151,6 +177,31 @@ int Main(int argc, char** argv) {
   options.round_sizes_to = bfc::tools::ByteSizeValue(flags.round);
   options.base_addr_align_bytes = bfc::tools::ByteSizeValue(flags.align);
   options.validate = !flags.no_validate;
+  options.max_quadratic_tensors = flags.max_quadratic_tensors;
+  if (!flags.strategies.empty()) {
+    options.strategies.clear();
+    for (const std::string& name : flags.strategies) {
+      for (bfc::planner::MemoryStrategy s :
+           bfc::planner::PlanOptions().strategies) {
+        if (absl::EqualsIgnoreCase(name, bfc::planner::MemoryStrategyName(s))) {
+          options.strategies.push_back(s);
+        }
+      }
+    }
+  }
+  // Progress on a terminal only, one line rewritten in place: a plan of a
+  // large trace takes seconds to minutes, and silence looks like a hang.
+  if (!quiet && isatty(STDERR_FILENO)) {
+    options.on_progress = [](size_t done, size_t total, const char* name) {
+      if (done < total) {
+        std::fprintf(stderr, "\r%s: planning %zu/%zu %-20s", kToolName,
+                     done + 1, total, name);
+      } else {
+        std::fprintf(stderr, "\r%*s\r", 60, "");
+      }
+      std::fflush(stderr);
+    };
+  }
   bfc::CompileOptions compile_options;
   compile_options.skip_unknown_frees = flags.skip_unknown_frees;
   std::optional<uint64_t> online_peak;

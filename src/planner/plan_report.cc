@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -104,15 +105,51 @@ absl::StatusOr<PlanReport> PlanRecords(
   report.options = options;
   report.num_tensors = records.size();
   report.lower_bound_bytes = internal::PeakLiveSize(records);
+  std::vector<std::pair<MemoryStrategy, bool>> rows;
   for (MemoryStrategy strategy : options.strategies) {
-    if (options.objects) {
-      report.results.push_back(RunOne(records, strategy, false, options));
+    if (options.objects) rows.emplace_back(strategy, false);
+    if (options.offsets) rows.emplace_back(strategy, true);
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto [strategy, offsets] = rows[i];
+    if (options.on_progress) {
+      options.on_progress(i, rows.size(), MemoryStrategyName(strategy));
     }
-    if (options.offsets) {
-      report.results.push_back(RunOne(records, strategy, true, options));
+    if (options.max_quadratic_tensors != 0 &&
+        records.size() > options.max_quadratic_tensors &&
+        IsQuadraticStrategy(strategy, offsets)) {
+      PlanResult skipped;
+      skipped.strategy = strategy;
+      skipped.offsets = offsets;
+      skipped.status = absl::ResourceExhaustedError(absl::StrCat(
+          "not run: its time grows with the square of the tensors, and ",
+          records.size(), " tensors exceed max_quadratic_tensors (",
+          options.max_quadratic_tensors, "); raise the limit to run it"));
+      report.results.push_back(std::move(skipped));
+      continue;
     }
+    report.results.push_back(RunOne(records, strategy, offsets, options));
+  }
+  if (options.on_progress) {
+    options.on_progress(rows.size(), rows.size(), "");
   }
   return report;
+}
+
+bool IsQuadraticStrategy(MemoryStrategy strategy, bool offsets) {
+  (void)offsets;  // both forms of the quadratic ones are quadratic
+  switch (strategy) {
+    case MemoryStrategy::GREEDY_BY_BREADTH:
+    case MemoryStrategy::GREEDY_BY_SIZE:
+    case MemoryStrategy::GREEDY_BEST:
+      return true;
+    case MemoryStrategy::NAIVE:
+    case MemoryStrategy::EQUALITY:
+    case MemoryStrategy::GREEDY_IN_ORDER:
+    case MemoryStrategy::MINCOSTFLOW:  // guarded by its graph size instead
+      return false;
+  }
+  return false;
 }
 
 absl::StatusOr<PlanReport> PlanTrace(const CompiledTrace& trace,

@@ -9,9 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "bfc/planner/memory_management.h"
 #include "bfc/planner/plan_report.h"
 #include "gmock/gmock.h"
@@ -214,6 +216,55 @@ TEST(PlannerTieOrderTest, GreedyBySizeOffsetsHonourTheAlignment) {
                   .ok());
   EXPECT_THAT(offsets.offsets, ElementsAre(0, 128, 0, 128, 0));
   EXPECT_EQ(offsets.total_size, 160u);
+}
+
+}  // namespace
+}  // namespace bfc::planner
+
+namespace bfc::planner {
+namespace {
+
+// --- the guard on quadratic strategies -----------------------------------
+
+TEST(PlannerGuardTest, QuadraticStrategiesAreSkippedPastTheLimitWithANote) {
+  std::vector<TensorUsageRecord<size_t>> records;
+  for (size_t i = 0; i < 5; ++i) records.push_back({64 * (i + 1), i, i + 1});
+  PlanOptions options;
+  options.max_quadratic_tensors = 4;
+  std::vector<std::string> progress;
+  options.on_progress = [&](size_t done, size_t total, const char* name) {
+    progress.push_back(absl::StrCat(done, "/", total, " ", name));
+  };
+  absl::StatusOr<PlanReport> report = PlanRecords(records, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->results.size(), 14u);  // 7 strategies x 2 forms
+  for (const PlanResult& r : report->results) {
+    SCOPED_TRACE(MemoryStrategyName(r.strategy));
+    if (IsQuadraticStrategy(r.strategy, r.offsets)) {
+      EXPECT_EQ(r.status.code(), absl::StatusCode::kResourceExhausted);
+      EXPECT_THAT(r.status.message(),
+                  HasSubstr("5 tensors exceed max_quadratic_tensors (4)"));
+    } else {
+      EXPECT_TRUE(r.status.ok()) << r.status;
+    }
+  }
+  EXPECT_TRUE(IsQuadraticStrategy(MemoryStrategy::GREEDY_BY_SIZE, true));
+  EXPECT_FALSE(IsQuadraticStrategy(MemoryStrategy::GREEDY_IN_ORDER, false));
+  // One call per row, then one at the end.
+  ASSERT_EQ(progress.size(), 15u);
+  EXPECT_EQ(progress.front(), "0/14 NAIVE");
+  EXPECT_EQ(progress.back(), "14/14 ");
+
+  // 0: no limit; at the limit: run.
+  for (size_t limit : {size_t{0}, size_t{5}}) {
+    options.max_quadratic_tensors = limit;
+    report = PlanRecords(records, options);
+    ASSERT_TRUE(report.ok());
+    for (const PlanResult& r : report->results) {
+      EXPECT_TRUE(r.status.ok())
+          << MemoryStrategyName(r.strategy) << " " << r.status;
+    }
+  }
 }
 
 }  // namespace

@@ -171,4 +171,45 @@ TEST_F(ReplayExitTest, ExpectFailuresTurnsExit3Into0) {
   EXPECT_EQ(r.code, 0);
 }
 
+// bfc-plan picks strategies by name (any case) and refuses unknown ones.
+class PlanFlagsTest : public ::bfc::testing::ToolTest {
+ protected:
+  PlanFlagsTest() : ToolTest(BFC_PLAN_BINARY) {}
+};
+
+TEST_F(PlanFlagsTest, StrategiesAreChosenByNameAndUnknownOnesRefused) {
+  const std::string trace = Write("small.csv", kSmallTrace);
+  ToolResult r = Run("'" + trace + "' --strategies=equality,GREEDY_IN_ORDER");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("EQUALITY"));
+  EXPECT_THAT(r.out, HasSubstr("GREEDY_IN_ORDER"));
+  EXPECT_THAT(r.out, Not(HasSubstr("NAIVE")));
+  EXPECT_THAT(r.out, Not(HasSubstr("MINCOSTFLOW")));
+  r = Run("'" + trace + "' --strategies=EQUALITY,BOGUS");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("BOGUS not in"));
+}
+
+TEST_F(PlanFlagsTest, QuadraticStrategiesPastTheLimitAreSkippedWithANote) {
+  const std::string trace = Write("small.csv", kSmallTrace);
+  ToolResult r = Run("'" + trace + "' --max-quadratic-tensors=1");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out,
+              HasSubstr("note: GREEDY_BY_SIZE objects: RESOURCE_EXHAUSTED"));
+  EXPECT_THAT(r.out, HasSubstr("exceed max_quadratic_tensors (1)"));
+}
+
+// The round-up of every size was unchecked: 2^64-1 made every size 0 and the
+// plan "OK" with exit 0.
+TEST_F(PlanFlagsTest, ARoundThatWouldWrapIsBadInputNamingIt) {
+  const std::string trace = Write("small.csv", kSmallTrace);
+  ToolResult r = Run("'" + trace + "' --round=18446744073709551615");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("round_sizes_to"));
+}
+
 }  // namespace

@@ -23,6 +23,7 @@
 #define BFC_PLANNER_PLAN_REPORT_H_
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,10 +56,24 @@ struct PlanOptions {
   // rounding), are InvalidArgument naming the record. 256 mirrors BFC's
   // kMinAllocationSize, to compare like with like.
   size_t round_sizes_to = 1;
+  // Strategies whose running time grows with the square of the tensors
+  // (GREEDY_BY_BREADTH, GREEDY_BY_SIZE in both forms, GREEDY_BEST; see
+  // IsQuadraticStrategy) are not run on more tensors than this: their row is
+  // ResourceExhausted, saying the count and this limit, as MINCOSTFLOW's is
+  // over its graph limit. 2^16 tensors take seconds to a minute on one core;
+  // raise it to run them anyway (0: no limit).
+  size_t max_quadratic_tensors = size_t{1} << 16;
+  // Called before each strategy runs (row index, rows in all, its name) so a
+  // tool can show progress; may be empty.
+  std::function<void(size_t, size_t, const char*)> on_progress;
   // Run ValidateAssignment on every plan (not timed). A failure is an internal
   // error in the planner and makes that row's status Internal.
   bool validate = true;
 };
+
+// Whether a strategy's running time grows with the square of the number of
+// tensors (PlanOptions::max_quadratic_tensors guards them).
+bool IsQuadraticStrategy(MemoryStrategy strategy, bool offsets);
 
 // One strategy in one form.
 struct PlanResult {
