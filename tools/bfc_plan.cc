@@ -113,11 +113,13 @@ void DeclareFlags(CLI::App& app, Flags* f) {
       ->delimiter(',')
       ->check(CLI::IsMember(names, CLI::ignore_case))
       ->group(kGroupPlanner);
-  app.add_option("--max-quadratic-tensors", f->max_quadratic_tensors,
-                 "Skip the strategies whose time grows with the square of the "
-                 "tensors (GREEDY_BY_BREADTH, GREEDY_BY_SIZE, GREEDY_BEST) on "
-                 "traces with more tensors than this, with a note (0: never "
-                 "skip)")
+  app.add_option(
+         "--max-quadratic-tensors", f->max_quadratic_tensors,
+         "Skip the strategies whose time grows with the square of the "
+         "tensors or worse (GREEDY_BY_BREADTH, GREEDY_BY_SIZE, GREEDY_BEST, "
+         "MINCOSTFLOW) on "
+         "traces with more tensors than this, with a note (0: never "
+         "skip)")
       ->type_name("COUNT")
       ->capture_default_str()
       ->group(kGroupPlanner);

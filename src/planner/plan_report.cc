@@ -142,11 +142,13 @@ bool IsQuadraticStrategy(MemoryStrategy strategy, bool offsets) {
     case MemoryStrategy::GREEDY_BY_BREADTH:
     case MemoryStrategy::GREEDY_BY_SIZE:
     case MemoryStrategy::GREEDY_BEST:
+    // Its graph limit alone lets 50k tensors run for minutes: shortest-path
+    // phases times edges.
+    case MemoryStrategy::MINCOSTFLOW:
       return true;
     case MemoryStrategy::NAIVE:
     case MemoryStrategy::EQUALITY:
     case MemoryStrategy::GREEDY_IN_ORDER:
-    case MemoryStrategy::MINCOSTFLOW:  // guarded by its graph size instead
       return false;
   }
   return false;

@@ -56,13 +56,13 @@ struct PlanOptions {
   // rounding), are InvalidArgument naming the record. 256 mirrors BFC's
   // kMinAllocationSize, to compare like with like.
   size_t round_sizes_to = 1;
-  // Strategies whose running time grows with the square of the tensors
-  // (GREEDY_BY_BREADTH, GREEDY_BY_SIZE in both forms, GREEDY_BEST; see
-  // IsQuadraticStrategy) are not run on more tensors than this: their row is
-  // ResourceExhausted, saying the count and this limit, as MINCOSTFLOW's is
-  // over its graph limit. At 2^14 tensors all of them together take about
-  // 15 s on one 2.4 GHz core (50k tensors: over 2 minutes); the shared
-  // traces have at most ~9.4k. Raise it to run them anyway (0: no limit).
+  // Strategies whose running time grows with the square of the tensors or
+  // worse (GREEDY_BY_BREADTH, GREEDY_BY_SIZE in both forms, GREEDY_BEST,
+  // MINCOSTFLOW; see IsQuadraticStrategy) are not run on more tensors than
+  // this: their row is ResourceExhausted, saying the count and this limit. At
+  // 2^14 tensors all of them together take about 15 s on one 2.4 GHz core (50k
+  // tensors: over 2 minutes); the shared traces have at most ~9.4k. Raise it to
+  // run them anyway (0: no limit).
   size_t max_quadratic_tensors = size_t{1} << 14;
   // Called before each strategy runs (row index, rows in all, its name) so a
   // tool can show progress; may be empty.
@@ -73,7 +73,7 @@ struct PlanOptions {
 };
 
 // Whether a strategy's running time grows with the square of the number of
-// tensors (PlanOptions::max_quadratic_tensors guards them).
+// tensors or worse (PlanOptions::max_quadratic_tensors guards them).
 bool IsQuadraticStrategy(MemoryStrategy strategy, bool offsets);
 
 // One strategy in one form.
