@@ -7,9 +7,9 @@
 #   bench/planner_scaling.sh [BUILD_DIR] [TRACE]
 #
 # Two rows per size: the default strategies (the quadratic ones skipped past
-# --max-quadratic-tensors, MINCOSTFLOW past its graph limit) and, up to 1e5
-# events, every strategy forced (--max-quadratic-tensors=0) to show the
-# quadratic cost the guard avoids.
+# --max-quadratic-tensors) and, up to UNGUARDED_MAX events (default 1e5),
+# every strategy forced (--max-quadratic-tensors=0) to show the quadratic
+# cost the guard avoids.
 set -euo pipefail
 build=${1:-build}
 trace=${2:-$(dirname "$0")/../../shared/traces/lstm-train.csv}
@@ -51,7 +51,7 @@ for events in 1000 10000 100000 1000000; do
   tensors=$("$plan" "$t" --summary-json - --strategies=NAIVE 2>/dev/null |
             python3 -c 'import json,sys; print(json.load(sys.stdin)["traces"][0]["tensors"])')
   echo "| $events | $tensors | default | $(seconds "$plan" "$t") |"
-  if (( events <= 100000 )); then
+  if (( events <= ${UNGUARDED_MAX:-100000} )); then
     echo "| $events | $tensors | all, unguarded (--max-quadratic-tensors=0) | $(seconds "$plan" "$t" --max-quadratic-tensors=0) |"
   fi
 done
