@@ -75,7 +75,7 @@ void DeclareFlags(CLI::App& app, Flags* f) {
   using namespace bfc::tools;  // NOLINT: group names and helpers
   app.add_option("TRACE", f->traces,
                  "RMM logging CSV (.csv or .csv.gz), one or more; '-' reads "
-                 "standard input (plain CSV)")
+                 "standard input (plain or gzip)")
       ->type_name("")
       ->required()
       ->group(kGroupInputs);

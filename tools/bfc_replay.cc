@@ -690,6 +690,15 @@ int Main(int argc, char** argv) {
     PrintError(app, error);
     return kExitUsage;
   }
+  // A backend that can never serve (a virtual pool larger than the address
+  // space can reserve, a CUDA backend without a driver) would fail every
+  // allocation: refuse it here with its own reason, as a usage error.
+  if (absl::Status available = sub->Availability(); !available.ok()) {
+    PrintError(app,
+               absl::StrCat("the ", bfc::c_api::BackendName(config.backend),
+                            " backend cannot serve: ", available.message()));
+    return kExitUsage;
+  }
   if (flags.verbosity.verbose) PrintConfig(config, path, bundled);
 
   absl::StatusOr<bfc::Trace> trace = bfc::tools::ReadTraceArg(path);

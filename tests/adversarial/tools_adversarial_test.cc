@@ -171,6 +171,18 @@ TEST_F(ReplayExitTest, ExpectFailuresTurnsExit3Into0) {
   EXPECT_EQ(r.code, 0);
 }
 
+// A backend that can never serve is a usage error before any work (exit 2,
+// its reason named), not a replay in which every allocation fails (exit 3).
+TEST_F(ReplayExitTest, AnUnavailableBackendIsExit2BeforeReplaying) {
+  // No address space holds a 1000 PiB reservation.
+  ToolResult r =
+      Run("--backend=virtual --memory-limit=1000PiB --summary-json -");
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("virtual backend cannot serve"));
+  EXPECT_EQ(r.out, "");  // nothing replayed, no summary
+}
+
 // bfc-plan picks strategies by name (any case) and refuses unknown ones.
 class PlanFlagsTest : public ::bfc::testing::ToolTest {
  protected:
