@@ -83,14 +83,17 @@ void DeclareFlags(CLI::App& app, Flags* f) {
 
   app.add_option("--round", f->round,
                  "Round every tensor size up to a multiple of SIZE (256 "
-                 "mirrors BFC's minimum allocation size). Default: 1")
+                 "mirrors BFC's minimum allocation size); at most 1 GiB. "
+                 "Default: 1")
       ->type_name("SIZE")
-      ->check(ByteSizeValidator(/*positive=*/true))
+      ->check(
+          ByteSizeValidator(/*positive=*/true, bfc::planner::kMaxPlanAlignment))
       ->group(kGroupPlanner);
   app.add_option("--align", f->align,
-                 "Align arena offsets to SIZE bytes. Default: 1")
+                 "Align arena offsets to SIZE bytes; at most 1 GiB. Default: 1")
       ->type_name("SIZE")
-      ->check(ByteSizeValidator(/*positive=*/true))
+      ->check(
+          ByteSizeValidator(/*positive=*/true, bfc::planner::kMaxPlanAlignment))
       ->group(kGroupPlanner);
   app.add_option("--online-peak", f->online_peak,
                  "An online allocator's peak pool bytes (bfc-replay's 'peak "

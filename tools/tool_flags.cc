@@ -180,13 +180,18 @@ void AddVerbosityFlags(CLI::App& app, Verbosity* verbosity) {
   quiet->excludes(verbose);
 }
 
-CLI::Validator ByteSizeValidator(bool positive) {
+CLI::Validator ByteSizeValidator(bool positive, uint64_t max) {
   return CLI::Validator(
-      [positive](std::string& value) -> std::string {
+      [positive, max](std::string& value) -> std::string {
         absl::StatusOr<uint64_t> bytes = ParseByteSize(value);
         if (!bytes.ok()) return std::string(bytes.status().message());
         if (positive && *bytes == 0) {
           return absl::StrCat("\"", value, "\" is 0 bytes; give a size > 0");
+        }
+        if (*bytes > max) {
+          return absl::StrCat("\"", value, "\" is ", *bytes,
+                              " bytes; the most accepted is ", max, " (",
+                              HumanReadableBytesExact(max), ")");
         }
         return "";
       },

@@ -92,7 +92,7 @@ struct Verbosity {
 void AddVerbosityFlags(CLI::App& app, Verbosity* verbosity);
 
 // Accepts a byte size (bfc/units.h); `positive`: and not 0.
-CLI::Validator ByteSizeValidator(bool positive);
+CLI::Validator ByteSizeValidator(bool positive, uint64_t max = UINT64_MAX);
 // The value of a flag that ByteSizeValidator accepted.
 uint64_t ByteSizeValue(const std::string& text);
 

@@ -66,6 +66,9 @@ PlanResult RunOne(const std::vector<TensorUsageRecord<size_t>>& records,
 
 }  // namespace
 
+static_assert(kMaxPlanAlignment == internal::kMaxAlignment,
+              "the public limit is the one the strategies check");
+
 size_t PlanReport::BestTotalBytes() const {
   size_t best = 0;
   for (const PlanResult& result : results) {

@@ -215,13 +215,25 @@ TEST_F(PlanFlagsTest, QuadraticStrategiesPastTheLimitAreSkippedWithANote) {
 }
 
 // The round-up of every size was unchecked: 2^64-1 made every size 0 and the
-// plan "OK" with exit 0.
-TEST_F(PlanFlagsTest, ARoundThatWouldWrapIsBadInputNamingIt) {
+// plan "OK" with exit 0. --round and --align are now bounded where they are
+// parsed (PlanOptions accepts at most 1 GiB): a usage error naming the flag.
+TEST_F(PlanFlagsTest, ARoundOrAlignPastTheLimitIsAUsageErrorNamingIt) {
   const std::string trace = Write("small.csv", kSmallTrace);
-  ToolResult r = Run("'" + trace + "' --round=18446744073709551615");
+  for (const char* flag : {"--round", "--align"}) {
+    for (const char* value : {"18446744073709551615", "2GiB", "1073741825"}) {
+      SCOPED_TRACE(std::string(flag) + "=" + value);
+      ToolResult r = Run("'" + trace + "' " + flag + "=" + value);
+      ASSERT_TRUE(r.exited);
+      EXPECT_EQ(r.code, 2) << r.out << r.err;
+      EXPECT_THAT(r.err, HasSubstr(flag));
+      EXPECT_THAT(r.err, HasSubstr("the most accepted is 1073741824"));
+      EXPECT_EQ(r.out, "");
+    }
+  }
+  // The limit itself is accepted.
+  ToolResult r = Run("'" + trace + "' --round=1GiB --align=1GiB");
   ASSERT_TRUE(r.exited);
-  EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("round_sizes_to"));
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 }  // namespace

@@ -37,6 +37,9 @@
 namespace bfc {
 namespace planner {
 
+// The largest round_sizes_to and base_addr_align_bytes accepted (1 GiB).
+inline constexpr size_t kMaxPlanAlignment = size_t{1} << 30;
+
 struct PlanOptions {
   // Strategies to run, in this order.
   std::vector<MemoryStrategy> strategies = {
