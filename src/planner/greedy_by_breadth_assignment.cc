@@ -4,6 +4,8 @@
 #include <iterator>
 #include <map>
 #include <numeric>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "planner/internal.h"
@@ -25,8 +27,53 @@ bool HasRoom(const Schedule& schedule, const TensorUsageRecord<size_t>& rec) {
   return true;
 }
 
+// Tensors by the start tasks they are live at, for "which unassigned tensors
+// are live at task k" without rescanning all of them: a segment tree over the
+// start-task indices, each tensor listed in the O(log T) nodes that cover its
+// range. The tensors listed on the path to leaf k are exactly those live at
+// start task k. Every tensor live at a visited task gets assigned there, so a
+// visit takes the lists it reads and empties them: each listing is read once.
+class LiveAtTask {
+ public:
+  explicit LiveAtTask(size_t num_tasks) : leaves_(1) {
+    while (leaves_ < num_tasks) leaves_ *= 2;
+    lists_.resize(2 * leaves_);
+  }
+
+  // Lists `tensor` as live at start-task indices [lo, hi] (inclusive).
+  void Add(size_t lo, size_t hi, size_t tensor) {
+    for (size_t l = lo + leaves_, r = hi + leaves_ + 1; l < r; l /= 2, r /= 2) {
+      if (l & 1) lists_[l++].push_back(tensor);
+      if (r & 1) lists_[--r].push_back(tensor);
+    }
+  }
+
+  // Appends the tensors listed as live at index k to *out and forgets them
+  // (a tensor may come out once per node it was listed in, once each).
+  void Take(size_t k, std::vector<size_t>* out) {
+    for (size_t node = k + leaves_; node >= 1; node /= 2) {
+      out->insert(out->end(), lists_[node].begin(), lists_[node].end());
+      std::vector<size_t>().swap(lists_[node]);
+    }
+  }
+
+ private:
+  size_t leaves_;
+  std::vector<std::vector<size_t>> lists_;
+};
+
 }  // namespace
 
+// TFLite's rule, kept exactly (greedy_equivalence_test checks it against the
+// quadratic original, which rescanned every unassigned tensor at each task and
+// every object for each tensor):
+//  - the tensors live at a task come from LiveAtTask (each read once);
+//  - the object is found in an ordered index of (size, id): the smallest
+//    object at least as big as the tensor with room, else the biggest smaller
+//    one with room, the lowest id among equal sizes. Only objects without room
+//    are passed over, so the search is output-sensitive: O(log objects) plus
+//    one HasRoom per object that is busy over the tensor's interval.
+// Time O(n log n + sum over tensors of the objects skipped); memory O(n log n).
 absl::Status GreedyByBreadthAssignment(
     const std::vector<TensorUsageRecord<size_t>>& usage_records,
     ObjectsAssignment<size_t>* assignment) {
@@ -71,59 +118,83 @@ absl::Status GreedyByBreadthAssignment(
   std::stable_sort(task_order.begin(), task_order.end(),
                    [&](size_t a, size_t b) { return breadth[a] > breadth[b]; });
 
-  // Unassigned tensors, largest first (ties by index), compacted after each
-  // task so later tasks scan only what is left.
-  std::vector<size_t> unassigned(n);
-  std::iota(unassigned.begin(), unassigned.end(), size_t{0});
-  std::stable_sort(
-      unassigned.begin(), unassigned.end(), [&](size_t a, size_t b) {
-        return usage_records[a].tensor_size > usage_records[b].tensor_size;
-      });
+  // A tensor is live at the start tasks from its own first_task to the last
+  // start task not after its last_task.
+  LiveAtTask live_at(tasks.size());
+  for (size_t i = 0; i < n; ++i) {
+    const TensorUsageRecord<size_t>& rec = usage_records[i];
+    const size_t lo = static_cast<size_t>(
+        std::lower_bound(tasks.begin(), tasks.end(), rec.first_task) -
+        tasks.begin());
+    const size_t hi =
+        static_cast<size_t>(
+            std::upper_bound(tasks.begin(), tasks.end(), rec.last_task) -
+            tasks.begin()) -
+        1;
+    live_at.Add(lo, hi, i);
+  }
 
+  // Objects by (size, id): the order the choice is made in.
+  std::set<std::pair<size_t, size_t>> by_size;
   std::vector<Schedule> schedules;
+  size_t num_assigned = 0;
+  std::vector<size_t> live;
   for (size_t k : task_order) {
-    const TaskId task = tasks[k];
-    bool assigned_any = false;
-    for (size_t i : unassigned) {
-      const TensorUsageRecord<size_t>& rec = usage_records[i];
-      if (rec.first_task > task || rec.last_task < task) continue;
-      const size_t num_objects = schedules.size();
-      size_t best = num_objects;
-      for (size_t id = 0; id < num_objects; ++id) {
-        if (best != num_objects) {
-          // Only look at objects that would beat the best so far: the
-          // smallest one that holds the tensor, else the largest.
-          const size_t best_size = assignment->object_sizes[best];
-          const size_t size = assignment->object_sizes[id];
-          if (best_size < rec.tensor_size) {
-            if (size <= best_size) continue;
-          } else if (size < rec.tensor_size || size >= best_size) {
-            continue;
-          }
-        }
-        if (HasRoom(schedules[id], rec)) best = id;
+    live.clear();
+    live_at.Take(k, &live);
+    // Largest first, ties by index (the original's stable order); a tensor
+    // listed in two nodes of the path comes out twice: keep one.
+    std::sort(live.begin(), live.end(), [&](size_t a, size_t b) {
+      if (usage_records[a].tensor_size != usage_records[b].tensor_size) {
+        return usage_records[a].tensor_size > usage_records[b].tensor_size;
       }
-      if (best == num_objects) {
+      return a < b;
+    });
+    live.erase(std::unique(live.begin(), live.end()), live.end());
+    for (size_t i : live) {
+      if (assignment->object_ids[i] != kNotAssigned) continue;
+      const TensorUsageRecord<size_t>& rec = usage_records[i];
+      size_t best = kNotAssigned;
+      // The smallest object that holds the tensor, lowest id among equals.
+      for (auto it = by_size.lower_bound({rec.tensor_size, 0});
+           it != by_size.end(); ++it) {
+        if (HasRoom(schedules[it->second], rec)) {
+          best = it->second;
+          break;
+        }
+      }
+      // Else the biggest smaller one, lowest id among equals: walk down to
+      // the first size with room, then take its lowest id with room.
+      if (best == kNotAssigned) {
+        auto it = by_size.lower_bound({rec.tensor_size, 0});
+        while (it != by_size.begin()) {
+          --it;
+          if (!HasRoom(schedules[it->second], rec)) continue;
+          const size_t size = it->first;
+          best = it->second;
+          while (it != by_size.begin() && std::prev(it)->first == size) {
+            --it;
+            if (HasRoom(schedules[it->second], rec)) best = it->second;
+          }
+          break;
+        }
+      }
+      if (best == kNotAssigned) {
+        best = schedules.size();
         schedules.emplace_back();
         assignment->object_sizes.push_back(rec.tensor_size);
-      } else {
-        assignment->object_sizes[best] =
-            std::max(assignment->object_sizes[best], rec.tensor_size);
+        by_size.emplace(rec.tensor_size, best);
+      } else if (assignment->object_sizes[best] < rec.tensor_size) {
+        by_size.erase({assignment->object_sizes[best], best});
+        assignment->object_sizes[best] = rec.tensor_size;
+        by_size.emplace(rec.tensor_size, best);
       }
       schedules[best].emplace(rec.first_task, rec.last_task);
       assignment->object_ids[i] = best;
-      assigned_any = true;
-    }
-    if (assigned_any) {
-      unassigned.erase(std::remove_if(unassigned.begin(), unassigned.end(),
-                                      [&](size_t i) {
-                                        return assignment->object_ids[i] !=
-                                               kNotAssigned;
-                                      }),
-                       unassigned.end());
+      ++num_assigned;
     }
   }
-  if (!unassigned.empty()) {
+  if (num_assigned != n) {
     return absl::InternalError(
         "GreedyByBreadthAssignment left tensors unassigned");
   }

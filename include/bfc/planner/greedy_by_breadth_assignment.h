@@ -12,7 +12,10 @@
 // Only tasks where some tensor starts are visited: every other task's live set
 // is a subset of such a task's, with no larger breadth, so it would find all
 // its tensors already assigned. This keeps the walk to n tasks even when tasks
-// are trace events. Time O(n^2 + n * objects * log n); memory O(n).
+// are trace events. Time O(n log n) plus, per tensor, one schedule lookup for
+// each object passed over because it is busy over the tensor's interval;
+// memory O(n log n). Plans are identical to TFLite's rescanning version
+// (tests/planner/greedy_equivalence_test.cc).
 //
 // Thread safety: stateless.
 #ifndef BFC_PLANNER_GREEDY_BY_BREADTH_ASSIGNMENT_H_
