@@ -26,10 +26,36 @@ std::vector<size_t> OrderBySizeDescending(
   return order;
 }
 
-bool Intersect(const TensorUsageRecord<size_t>& a,
-               const TensorUsageRecord<size_t>& b) {
-  return a.first_task <= b.last_task && b.first_task <= a.last_task;
-}
+// Intervals over [0, num_points) for stabbing queries: a segment tree in
+// which each interval is listed in the O(log T) nodes that cover it, so the
+// intervals containing a point are those listed on the path to its leaf, each
+// exactly once. O(log T + found) per query.
+class StabIndex {
+ public:
+  explicit StabIndex(size_t num_points) : leaves_(1) {
+    while (leaves_ < num_points) leaves_ *= 2;
+    lists_.resize(2 * leaves_);
+  }
+
+  // Lists `id` over the points [lo, hi] (inclusive).
+  void Add(size_t lo, size_t hi, size_t id) {
+    for (size_t l = lo + leaves_, r = hi + leaves_ + 1; l < r; l /= 2, r /= 2) {
+      if (l & 1) lists_[l++].push_back(id);
+      if (r & 1) lists_[--r].push_back(id);
+    }
+  }
+
+  // Appends the ids of the intervals containing `point` to *out.
+  void Stab(size_t point, std::vector<size_t>* out) const {
+    for (size_t node = point + leaves_; node >= 1; node /= 2) {
+      out->insert(out->end(), lists_[node].begin(), lists_[node].end());
+    }
+  }
+
+ private:
+  size_t leaves_;
+  std::vector<std::vector<size_t>> lists_;
+};
 
 // A segment tree of maxima over n leaves, so that the leaves of an index
 // range whose value exceeds a threshold are found in O((1 + found) * log n)
@@ -99,6 +125,17 @@ size_t DistanceToObject(const Schedule& schedule,
 
 }  // namespace
 
+// TFLite's rule, kept exactly (greedy_equivalence_test checks it against the
+// quadratic original, which walked every placed tensor for each new one and
+// skipped those not intersecting it in time): the placed tensors that
+// intersect the new one's interval [f, l] are found directly, as those that
+// start within it (an ordered index by first_task) and those that start
+// before f and are still live at f (a stabbing query at f), then sorted by
+// offset (ties in placement order, as the original's list kept them) for the
+// same gap scan. Time O(n log n + sum of k log k), k the placed tensors that
+// intersect each new one: linear in n while the live set is bounded, as on
+// any trace; when everything is live at once k is n and nothing can do better
+// for this rule, since each placement depends on every intersecting offset.
 absl::Status GreedyBySizeAssignment(
     const std::vector<TensorUsageRecord<size_t>>& usage_records,
     size_t base_addr_align_bytes, OffsetsAssignment* assignment) {
@@ -107,21 +144,56 @@ absl::Status GreedyBySizeAssignment(
   if (!status.ok()) return status;
   status = internal::CheckRecords(usage_records);
   if (!status.ok()) return status;
-  assignment->offsets.assign(usage_records.size(), 0);
+  const size_t n = usage_records.size();
+  assignment->offsets.assign(n, 0);
   assignment->total_size = 0;
+  if (n == 0) return absl::OkStatus();
 
-  // Placed tensors, ordered by offset.
-  std::vector<size_t> placed;
-  placed.reserve(usage_records.size());
+  // Placed tensors by (first_task, tensor), and by the start tasks they are
+  // live at (start-task indices [start_index, end_index]).
+  const std::vector<TaskId> tasks = internal::StartTasks(usage_records);
+  std::set<std::pair<TaskId, size_t>> placed_by_first;
+  StabIndex placed_live(tasks.size());
+  std::vector<size_t> start_index(n);
+  // Placement order of each tensor: the tie order among equal offsets.
+  std::vector<size_t> sequence(n);
+  std::vector<size_t> near;
+  size_t placed = 0;
   for (size_t i : OrderBySizeDescending(usage_records)) {
     const TensorUsageRecord<size_t>& rec = usage_records[i];
+    const size_t first_index = static_cast<size_t>(
+        std::lower_bound(tasks.begin(), tasks.end(), rec.first_task) -
+        tasks.begin());
+    const size_t last_index =
+        static_cast<size_t>(
+            std::upper_bound(tasks.begin(), tasks.end(), rec.last_task) -
+            tasks.begin()) -
+        1;
+
+    near.clear();
+    placed_live.Stab(first_index, &near);
+    // Those also start within [f, l]; they come next, once.
+    near.erase(
+        std::remove_if(near.begin(), near.end(),
+                       [&](size_t j) { return start_index[j] == first_index; }),
+        near.end());
+    for (auto it = placed_by_first.lower_bound({rec.first_task, 0});
+         it != placed_by_first.end() && it->first <= rec.last_task; ++it) {
+      near.push_back(it->second);
+    }
+    std::sort(near.begin(), near.end(), [&](size_t a, size_t b) {
+      if (assignment->offsets[a] != assignment->offsets[b]) {
+        return assignment->offsets[a] < assignment->offsets[b];
+      }
+      return sequence[a] < sequence[b];
+    });
+
     size_t best_gap = kNotAssigned;
     size_t best_offset = kNotAssigned;
-    // End (aligned) of the highest placed tensor that intersects `rec` in
-    // time, among those below the one being looked at.
+    // End (aligned) of the highest intersecting tensor below the one being
+    // looked at.
     size_t prev_end = 0;
-    for (size_t j : placed) {
-      if (!Intersect(usage_records[j], rec)) continue;
+    for (size_t j : near) {
       const size_t offset = assignment->offsets[j];
       if (offset >= prev_end) {
         const size_t gap = offset - prev_end;
@@ -135,14 +207,13 @@ absl::Status GreedyBySizeAssignment(
                                        base_addr_align_bytes));
     }
     if (best_offset == kNotAssigned) best_offset = prev_end;
-    auto at = std::upper_bound(placed.begin(), placed.end(), best_offset,
-                               [&](size_t offset, size_t j) {
-                                 return offset < assignment->offsets[j];
-                               });
-    placed.insert(at, i);
     assignment->offsets[i] = best_offset;
     assignment->total_size =
         std::max(assignment->total_size, best_offset + rec.tensor_size);
+    sequence[i] = placed++;
+    start_index[i] = first_index;
+    placed_by_first.emplace(rec.first_task, i);
+    placed_live.Add(first_index, last_index, i);
   }
   return absl::OkStatus();
 }

@@ -7,7 +7,9 @@
 // (ties by index). Each is placed, among the already placed tensors whose
 // intervals intersect its own, in the smallest gap that fits it; if none
 // fits, right after the highest of them. Ends of placed tensors are rounded up
-// to base_addr_align_bytes, so every offset is aligned. O(n^2).
+// to base_addr_align_bytes, so every offset is aligned. Only the placed
+// tensors that intersect each new one are visited: O(n log n + sum of k log k)
+// for k intersecting tensors each, linear in n while the live set is bounded.
 //
 // Objects (GreedyBySizeDistPriorityAssignment): positional maximums split the
 // tensors into size classes (the rightmost position whose positional maximum
