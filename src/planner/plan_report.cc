@@ -140,10 +140,13 @@ absl::StatusOr<PlanReport> PlanRecords(
 }
 
 bool IsQuadraticStrategy(MemoryStrategy strategy, bool offsets) {
-  (void)offsets;  // both forms of the quadratic ones are quadratic
   switch (strategy) {
-    case MemoryStrategy::GREEDY_BY_BREADTH:
+    // Its offsets form visits only intersecting tensors (linear on traces);
+    // its objects form (TFLite's distance priority) must follow every change
+    // of every tensor's nearest object, which grows faster than n.
     case MemoryStrategy::GREEDY_BY_SIZE:
+      return !offsets;
+    // Runs GREEDY_BY_SIZE's objects form in both forms.
     case MemoryStrategy::GREEDY_BEST:
     // Its graph limit alone lets 50k tensors run for minutes: shortest-path
     // phases times edges.
@@ -152,6 +155,7 @@ bool IsQuadraticStrategy(MemoryStrategy strategy, bool offsets) {
     case MemoryStrategy::NAIVE:
     case MemoryStrategy::EQUALITY:
     case MemoryStrategy::GREEDY_IN_ORDER:
+    case MemoryStrategy::GREEDY_BY_BREADTH:
       return false;
   }
   return false;

@@ -248,8 +248,26 @@ TEST(PlannerGuardTest, QuadraticStrategiesAreSkippedPastTheLimitWithANote) {
       EXPECT_TRUE(r.status.ok()) << r.status;
     }
   }
-  EXPECT_TRUE(IsQuadraticStrategy(MemoryStrategy::GREEDY_BY_SIZE, true));
-  EXPECT_FALSE(IsQuadraticStrategy(MemoryStrategy::GREEDY_IN_ORDER, false));
+  // Guarded: the distance-priority objects form (and GREEDY_BEST, which runs
+  // it), MINCOSTFLOW. Not guarded: those linear on traces, GREEDY_BY_BREADTH
+  // and GREEDY_BY_SIZE's offsets form included since they visit only
+  // intersecting tensors.
+  EXPECT_TRUE(IsQuadraticStrategy(MemoryStrategy::GREEDY_BY_SIZE, false));
+  EXPECT_FALSE(IsQuadraticStrategy(MemoryStrategy::GREEDY_BY_SIZE, true));
+  for (bool offsets : {false, true}) {
+    EXPECT_TRUE(IsQuadraticStrategy(MemoryStrategy::GREEDY_BEST, offsets));
+    EXPECT_TRUE(IsQuadraticStrategy(MemoryStrategy::MINCOSTFLOW, offsets));
+    EXPECT_FALSE(
+        IsQuadraticStrategy(MemoryStrategy::GREEDY_BY_BREADTH, offsets));
+    EXPECT_FALSE(IsQuadraticStrategy(MemoryStrategy::GREEDY_IN_ORDER, offsets));
+    EXPECT_FALSE(IsQuadraticStrategy(MemoryStrategy::EQUALITY, offsets));
+    EXPECT_FALSE(IsQuadraticStrategy(MemoryStrategy::NAIVE, offsets));
+  }
+  size_t skipped = 0;
+  for (const PlanResult& r : report->results) {
+    skipped += r.status.code() == absl::StatusCode::kResourceExhausted;
+  }
+  EXPECT_EQ(skipped, 5u);  // size objects, best x2, min-cost flow x2
   // One call per row, then one at the end.
   ASSERT_EQ(progress.size(), 15u);
   EXPECT_EQ(progress.front(), "0/14 NAIVE");

@@ -60,12 +60,13 @@ struct PlanOptions {
   // kMinAllocationSize, to compare like with like.
   size_t round_sizes_to = 1;
   // Strategies whose running time grows with the square of the tensors or
-  // worse (GREEDY_BY_BREADTH, GREEDY_BY_SIZE in both forms, GREEDY_BEST,
+  // worse (GREEDY_BY_SIZE's objects form, GREEDY_BEST in both forms,
   // MINCOSTFLOW; see IsQuadraticStrategy) are not run on more tensors than
   // this: their row is ResourceExhausted, saying the count and this limit. At
-  // 2^14 tensors all of them together take about 15 s on one 2.4 GHz core (50k
-  // tensors: over 2 minutes); the shared traces have at most ~9.4k. Raise it to
-  // run them anyway (0: no limit).
+  // 2^14 tensors they take seconds on one 2.4 GHz core (50k tensors: minutes);
+  // the shared traces have at most ~9.4k. Raise it to run them anyway (0: no
+  // limit). GREEDY_BY_BREADTH and GREEDY_BY_SIZE's offsets form are linear on
+  // traces and always run.
   size_t max_quadratic_tensors = size_t{1} << 14;
   // Called before each strategy runs (row index, rows in all, its name) so a
   // tool can show progress; may be empty.
