@@ -18,9 +18,8 @@
 // smallest distance in tasks to an object that can take it (a tight fit in
 // time), then the bigger size. It joins that object (growing it if needed) or,
 // with no object free over its interval, gets a new one; distances of the
-// remaining tensors are then updated. Only the tensors whose distance really
-// changes are visited (see the .cc), in O(n + objects) memory; the number of
-// such changes still grows faster than n on long traces.
+// remaining tensors are then updated. O(n^2 + n * objects) time, O(n * objects)
+// memory.
 //
 // Thread safety: stateless.
 #ifndef BFC_PLANNER_GREEDY_BY_SIZE_ASSIGNMENT_H_
