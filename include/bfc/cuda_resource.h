@@ -6,8 +6,9 @@
 // Available when bfc is built with CUDA (BFC_HAVE_CUDA); needs the CCCL
 // headers the CUDA toolkit ships (CUDA 13: <toolkit>/include/cccl) and compiles
 // as plain C++17 with g++ or clang, no nvcc. With CMake, link the target
-// bfc::cuda_resource (find_package(bfc)): it carries that include directory
-// and the CUDA runtime this header calls.
+// bfc::cuda_resource (find_package(bfc)): it carries that include directory.
+// Nothing links the CUDA runtime: the one CUDA call here (a stream
+// synchronization) goes through bfc's run-time driver table.
 //
 //   bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),
 //                       /*total_memory=*/size_t{8} << 30, "gpu0");
@@ -40,7 +41,7 @@
 // Streams: bfc is not stream-ordered (yet).
 //   * allocate_async returns memory that is free now, so it is ready for any
 //     stream at once; it does not wait for anything.
-//   * deallocate_async FIRST SYNCHRONIZES THE STREAM (cudaStreamSynchronize)
+//   * deallocate_async FIRST SYNCHRONIZES THE STREAM (CudaStreamSynchronize)
 //     and only then returns the memory to the pool, so that the memory is
 //     never handed out again while work queued on `stream` may still use it.
 //     This blocks the calling thread. If the synchronization fails (a broken
@@ -79,7 +80,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "bfc/allocator.h"
+#include "bfc/cuda_sub_allocator.h"
 #include "bfc/log.h"
 #include "bfc/sub_allocator.h"
 
@@ -145,15 +148,14 @@ class BasicCudaResource {
   void deallocate_async(void* ptr, size_t bytes, size_t alignment,
                         cuda::stream_ref stream) noexcept {
     if (ptr == nullptr) return;
-    const cudaError_t err = cudaStreamSynchronize(stream.get());
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      Log(LogSeverity::kError,
-          std::string(
-              "bfc::BasicCudaResource: cudaStreamSynchronize failed (") +
-              cudaGetErrorName(err) + "); not returning " +
-              std::to_string(bytes) + " bytes to '" + allocator_->Name() +
-              "' while the stream may still use them");
+    const absl::Status synced =
+        CudaStreamSynchronize(static_cast<void*>(stream.get()));
+    if (!synced.ok()) {
+      Log(LogSeverity::kError, std::string("bfc::BasicCudaResource: ") +
+                                   std::string(synced.message()) +
+                                   "; not returning " + std::to_string(bytes) +
+                                   " bytes to '" + allocator_->Name() +
+                                   "' while the stream may still use them");
       return;
     }
     deallocate(ptr, bytes, alignment);

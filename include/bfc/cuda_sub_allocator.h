@@ -1,35 +1,54 @@
 // File: bfc/cuda_sub_allocator.h
 // -----------------------------------------------------------------------------
 //
-// SubAllocators over the CUDA runtime, built when CMake finds the CUDA toolkit
-// (BFC_HAVE_CUDA). They need no GPU to build; without a device every Alloc
-// fails cleanly (nullptr and a logged message naming the CUDA error).
+// SubAllocators over the CUDA driver, built when CMake finds the CUDA toolkit
+// headers (BFC_HAVE_CUDA). Nothing links cudart or libcuda: the driver is
+// loaded at first use (dlopen of $BFC_CUDA_DRIVER_LIBRARY, else
+// "libcuda.so.1"; CUDA 12.0 or newer), so a program using bfc starts on a
+// machine without a driver, and the first CUDA use fails at once with a
+// message saying no driver was found and how to point at one.
 //
-//   CudaDeviceSubAllocator(device)  cudaMalloc / cudaFree on `device`  kDevice
-//   CudaPinnedSubAllocator()        cudaHostAlloc / cudaFreeHost kHostPinned
+//   CudaDeviceSubAllocator(device)  cuMemAlloc / cuMemFree in the device's
+//                                   primary context (= cudaMalloc)   kDevice
+//   CudaPinnedSubAllocator()        cuMemHostAlloc / cuMemFreeHost
+//                                   (= cudaHostAlloc default) kHostPinned
 //
-// The device sub-allocator switches to its device for each call and restores
-// the caller's current device afterwards (cudaSetDevice-safe). CUDA errors
-// never abort; Availability() names why a backend cannot work at all (no
-// driver, no device), so an allocator fails fast with that reason. cudaMalloc
-// blocks are never merged (SupportsCoalescing() is false), as in TF's
-// DeviceMemAllocator.
+// The device sub-allocator makes its device's primary context current for
+// each call: set when the thread has none (as the runtime does), pushed and
+// popped when the thread's current context is another's, so the caller's
+// CUDA state is unchanged. CUDA errors never abort; Availability() names why
+// a backend cannot work at all (no driver, an old driver, no device), so an
+// allocator fails fast with that reason. Blocks are never merged
+// (SupportsCoalescing() is false), as in TF's DeviceMemAllocator.
 //
-// Thread-safe (the CUDA runtime is).
+// Thread-safe (the driver is).
 #ifndef BFC_CUDA_SUB_ALLOCATOR_H_
 #define BFC_CUDA_SUB_ALLOCATOR_H_
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "bfc/internal/mutex.h"
 #include "bfc/sub_allocator.h"
 
 namespace bfc {
 
-// Number of CUDA devices visible, or 0 (with *error set, if given) when the
-// runtime reports none or fails.
+// Number of CUDA devices visible, or 0 (with *error set, if given) when there
+// is no driver, it fails, or it reports none.
 int CudaDeviceCount(std::string* error = nullptr);
+
+// cuStreamSynchronize(stream) through the driver table (`stream` is a
+// cudaStream_t / CUstream; nullptr is the legacy default stream). Unavailable
+// without a driver; the CUDA error named otherwise.
+absl::Status CudaStreamSynchronize(void* stream);
+
+// Free and total memory of `device` (cuMemGetInfo in its primary context),
+// leaving the calling thread's current context as it was.
+absl::Status CudaMemGetInfo(int device, size_t* free_bytes,
+                            size_t* total_bytes);
 
 class CudaDeviceSubAllocator : public SubAllocator {
  public:
@@ -44,13 +63,18 @@ class CudaDeviceSubAllocator : public SubAllocator {
   void Free(void* ptr, size_t num_bytes) override;
   bool SupportsCoalescing() const override { return false; }
   MemoryType GetMemoryType() const override { return MemoryType::kDevice; }
-  // Unavailable when the runtime sees no device (no driver, no GPU) or not
-  // this one, with the runtime's reason.
+  // Unavailable when there is no driver, no device or not this one, with the
+  // driver's reason.
   absl::Status Availability() const override;
   int device_ordinal() const { return device_ordinal_; }
 
  private:
   const int device_ordinal_;
+  // Blocks over-allocated for an alignment the driver did not give (it
+  // promises 256 bytes; large blocks are often 2 MiB aligned, never more):
+  // the aligned pointer handed out -> what the driver returned.
+  internal::Mutex mu_;
+  std::map<void*, void*> aligned_bases_ ABSL_GUARDED_BY(mu_);
 };
 
 class CudaPinnedSubAllocator : public SubAllocator {
@@ -65,8 +89,14 @@ class CudaPinnedSubAllocator : public SubAllocator {
   void Free(void* ptr, size_t num_bytes) override;
   bool SupportsCoalescing() const override { return false; }
   MemoryType GetMemoryType() const override { return MemoryType::kHostPinned; }
-  // Unavailable when the runtime sees no device (pinned memory needs one).
+  // Unavailable when there is no driver or no device (pinned memory needs
+  // one).
   absl::Status Availability() const override;
+
+ private:
+  // As CudaDeviceSubAllocator's.
+  internal::Mutex mu_;
+  std::map<void*, void*> aligned_bases_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace bfc

@@ -46,8 +46,6 @@
 #include "c_api/alloc_conf.h"
 
 #ifdef BFC_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
 #include "bfc/cuda_sub_allocator.h"
 #endif
 
@@ -85,24 +83,6 @@ size_t Limit(const AllocConf& config, size_t device_bytes,
   return default_bytes;
 }
 
-#ifdef BFC_HAVE_CUDA
-// Total and free memory of `device`, leaving the caller's current device as
-// it was.
-absl::Status CudaMemInfo(int device, size_t* free_bytes, size_t* total_bytes) {
-  int saved = 0;
-  cudaError_t err = cudaGetDevice(&saved);
-  if (err == cudaSuccess && saved != device) err = cudaSetDevice(device);
-  if (err == cudaSuccess) err = cudaMemGetInfo(free_bytes, total_bytes);
-  if (saved != device) (void)cudaSetDevice(saved);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return absl::UnavailableError(
-        absl::StrFormat("cudaMemGetInfo on device %d failed: %s: %s", device,
-                        cudaGetErrorName(err), cudaGetErrorString(err)));
-  }
-  return absl::OkStatus();
-}
-#endif
 
 absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
     const AllocConf& config, int device) {
@@ -150,7 +130,7 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
                             device, count));
       }
       size_t free_bytes = 0, total_bytes = 0;
-      absl::Status s = CudaMemInfo(device, &free_bytes, &total_bytes);
+      absl::Status s = CudaMemGetInfo(device, &free_bytes, &total_bytes);
       if (!s.ok()) {
         return absl::UnavailableError(
             absl::StrCat("backend cuda: ", s.message()));

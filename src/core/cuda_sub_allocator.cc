@@ -1,35 +1,42 @@
-// File: src/cuda_sub_allocator.cc
+// File: src/core/cuda_sub_allocator.cc
 // -----------------------------------------------------------------------------
 //
-// SubAllocators over the CUDA runtime API, compiled as plain C++ (no nvcc).
+// SubAllocators over the CUDA driver API, reached through the run-time driver
+// table (core/internal/cuda_driver.h): nothing here links cudart or libcuda.
+// They behave as the runtime calls users know: device memory is cuMemAlloc in
+// the device's primary context (what cudaMalloc does), pinned memory is
+// cuMemHostAlloc with no flags (cudaHostAlloc's default).
 //
 // Error policy: a sub-allocator sits under an allocator that already handles
 // nullptr (it backs off and reports out-of-memory), so every CUDA failure here
 // becomes nullptr plus one logged message that names the CUDA error and the
-// request. Nothing aborts. After a failure the runtime's last-error slot is
-// cleared with cudaGetLastError so that an unrelated later check by the host
-// program does not trip over our error.
+// request. Nothing aborts. The driver API has no sticky last-error slot, so a
+// failure here leaves nothing behind for the host program's own checks.
 #include "bfc/cuda_sub_allocator.h"
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bfc/internal/constants.h"
 #include "bfc/log.h"
 #include "core/internal/bits.h"
+#include "core/internal/cuda_driver.h"
 
 namespace bfc {
 namespace {
 
+using internal::CudaDriver;
 using internal::IsAligned;
 using internal::IsPowerOfTwo;
+using internal::MutexLock;
+using internal::ScopedPrimaryContext;
 
-// CUDA's own promise, not the allocator's granule: cudaMalloc and
-// cudaHostAlloc return memory aligned to at least 256 bytes (CUDA C
+// CUDA's own promise, not the allocator's granule: cuMemAlloc and
+// cuMemHostAlloc return memory aligned to at least 256 bytes (CUDA C
 // Programming Guide, "Device Memory Accesses"); larger requests are checked
 // after the fact. The allocator asks for at least kMinAllocationSize, which
 // this guarantee must cover so that the common request needs no check.
@@ -37,17 +44,15 @@ constexpr size_t kCudaGuaranteedAlignment = 256;
 static_assert(kCudaGuaranteedAlignment >= kMinAllocationSize &&
               IsPowerOfTwo(kCudaGuaranteedAlignment));
 
-std::string DescribeError(cudaError_t err) {
-  return absl::StrFormat("%s: %s", cudaGetErrorName(err),
-                         cudaGetErrorString(err));
-}
-
-// Logs `what` failed with `err`, then clears the runtime's last error.
-void ReportCudaError(const std::string& who, const std::string& what,
-                     cudaError_t err) {
-  Log(LogSeverity::kError,
-      absl::StrFormat("%s: %s failed: %s", who, what, DescribeError(err)));
-  (void)cudaGetLastError();
+// The driver, or nullptr after logging why `who` cannot reach it.
+const CudaDriver* DriverOrLog(const std::string& who, const std::string& what) {
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Get();
+  if (!driver.ok()) {
+    Log(LogSeverity::kError, absl::StrFormat("%s: %s not attempted: %s", who,
+                                             what, driver.status().message()));
+    return nullptr;
+  }
+  return *driver;
 }
 
 // Checks the request common to both sub-allocators; logs what is wrong.
@@ -63,57 +68,44 @@ void ReportCudaError(const std::string& who, const std::string& what,
   return true;
 }
 
-// Makes `device` current for its lifetime and restores the caller's device
-// afterwards, so a sub-allocator never changes the thread's CUDA state.
-class ScopedDevice {
- public:
-  ScopedDevice(int device, const std::string& who) {
-    cudaError_t err = cudaGetDevice(&saved_);
-    if (err != cudaSuccess) {
-      ReportCudaError(who, "cudaGetDevice", err);
-      return;
-    }
-    if (saved_ != device) {
-      err = cudaSetDevice(device);
-      if (err != cudaSuccess) {
-        ReportCudaError(who, absl::StrFormat("cudaSetDevice(%d)", device), err);
-        return;
-      }
-      restore_ = true;
-    }
-    ok_ = true;
-  }
-  ~ScopedDevice() {
-    if (restore_ && cudaSetDevice(saved_) != cudaSuccess) {
-      (void)cudaGetLastError();
-    }
-  }
-  ScopedDevice(const ScopedDevice&) = delete;
-  ScopedDevice& operator=(const ScopedDevice&) = delete;
-
-  bool ok() const { return ok_; }
-
- private:
-  int saved_ = 0;
-  bool restore_ = false;
-  bool ok_ = false;
-};
+void LogFailure(const std::string& who, const absl::Status& status) {
+  Log(LogSeverity::kError, absl::StrFormat("%s: %s", who, status.message()));
+}
 
 }  // namespace
 
 int CudaDeviceCount(std::string* error) {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    if (error != nullptr) *error = "cudaGetDeviceCount: " + DescribeError(err);
+  absl::StatusOr<int> count = internal::CudaDriverDeviceCount();
+  if (!count.ok()) {
+    if (error != nullptr) *error = std::string(count.status().message());
     return 0;
   }
-  if (count <= 0) {
-    if (error != nullptr) *error = "cudaGetDeviceCount: no CUDA device visible";
-    return 0;
+  return *count;
+}
+
+absl::Status CudaStreamSynchronize(void* stream) {
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Get();
+  if (!driver.ok()) return driver.status();
+  const CUresult result =
+      (*driver)->StreamSynchronize(static_cast<CUstream>(stream));
+  if (result != CUDA_SUCCESS) {
+    return (*driver)->CallError("cuStreamSynchronize", result);
   }
-  return count;
+  return absl::OkStatus();
+}
+
+absl::Status CudaMemGetInfo(int device, size_t* free_bytes,
+                            size_t* total_bytes) {
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Get();
+  if (!driver.ok()) return driver.status();
+  ScopedPrimaryContext scoped(**driver, device);
+  if (!scoped.status().ok()) return scoped.status();
+  const CUresult result = (*driver)->MemGetInfo(free_bytes, total_bytes);
+  if (result != CUDA_SUCCESS) {
+    return (*driver)->CallError(
+        absl::StrFormat("cuMemGetInfo on device %d", device), result);
+  }
+  return absl::OkStatus();
 }
 
 // --- CudaDeviceSubAllocator ------------------------------------------------
@@ -130,16 +122,16 @@ CudaDeviceSubAllocator::CudaDeviceSubAllocator(
 CudaDeviceSubAllocator::~CudaDeviceSubAllocator() = default;
 
 absl::Status CudaDeviceSubAllocator::Availability() const {
-  std::string error;
-  const int count = CudaDeviceCount(&error);
-  if (count == 0) {
-    return absl::UnavailableError(absl::StrFormat(
-        "CudaDeviceSubAllocator(device %d): %s", device_ordinal_, error));
+  absl::StatusOr<int> count = internal::CudaDriverDeviceCount();
+  if (!count.ok()) {
+    return absl::UnavailableError(
+        absl::StrFormat("CudaDeviceSubAllocator(device %d): %s",
+                        device_ordinal_, count.status().message()));
   }
-  if (device_ordinal_ < 0 || device_ordinal_ >= count) {
+  if (device_ordinal_ < 0 || device_ordinal_ >= *count) {
     return absl::UnavailableError(absl::StrFormat(
         "CudaDeviceSubAllocator(device %d): no such device (%d visible)",
-        device_ordinal_, count));
+        device_ordinal_, *count));
   }
   return absl::OkStatus();
 }
@@ -150,28 +142,56 @@ void* CudaDeviceSubAllocator::Alloc(size_t alignment, size_t num_bytes,
   const std::string who =
       absl::StrFormat("CudaDeviceSubAllocator(device %d)", device_ordinal_);
   if (!ValidRequest(who, alignment, num_bytes)) return nullptr;
-  ScopedDevice scoped(device_ordinal_, who);
   const std::string request = absl::StrFormat(
-      "cudaMalloc(%d bytes, alignment %d)", num_bytes, alignment);
-  if (!scoped.ok()) {
+      "cuMemAlloc(%d bytes, alignment %d)", num_bytes, alignment);
+  const CudaDriver* driver = DriverOrLog(who, request);
+  if (driver == nullptr) return nullptr;
+  if (device_ordinal_ < 0) {
     Log(LogSeverity::kError,
-        absl::StrFormat("%s: %s not attempted", who, request));
+        absl::StrFormat("%s: %s: no such device", who, request));
     return nullptr;
   }
-  void* ptr = nullptr;
-  const cudaError_t err = cudaMalloc(&ptr, num_bytes);
-  if (err != cudaSuccess) {
-    ReportCudaError(who, request, err);
+  ScopedPrimaryContext scoped(*driver, device_ordinal_);
+  if (!scoped.status().ok()) {
+    LogFailure(who,
+               absl::Status(scoped.status().code(),
+                            absl::StrFormat("%s not attempted: %s", request,
+                                            scoped.status().message())));
     return nullptr;
   }
+  CUdeviceptr dptr = 0;
+  const CUresult result = driver->MemAlloc(&dptr, num_bytes);
+  if (result != CUDA_SUCCESS) {
+    LogFailure(who, driver->CallError(request, result));
+    return nullptr;
+  }
+  void* ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(dptr));
   if (alignment > kCudaGuaranteedAlignment && !IsAligned(ptr, alignment)) {
-    // Over-allocating to align would make Free's size disagree with what
-    // cudaMalloc returned; failing lets the allocator report the problem.
-    Log(LogSeverity::kError,
-        absl::StrFormat("%s: %s returned %p, which is not aligned; freed it",
-                        who, request, ptr));
-    if (cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
-    return nullptr;
+    // The driver aligns to 256 bytes (large blocks usually to 2 MiB), not
+    // more: allocate `alignment` more and hand out the aligned address
+    // inside, remembering the block's own address for Free.
+    (void)driver->MemFree(dptr);
+    size_t padded = 0;
+    if (__builtin_add_overflow(num_bytes, alignment - kCudaGuaranteedAlignment,
+                               &padded)) {
+      Log(LogSeverity::kError,
+          absl::StrFormat("%s: %s: size plus alignment overflows", who,
+                          request));
+      return nullptr;
+    }
+    const CUresult again = driver->MemAlloc(&dptr, padded);
+    if (again != CUDA_SUCCESS) {
+      LogFailure(who, driver->CallError(
+                          absl::StrFormat("%s (padded to %d bytes to align)",
+                                          request, padded),
+                          again));
+      return nullptr;
+    }
+    void* base = reinterpret_cast<void*>(static_cast<uintptr_t>(dptr));
+    ptr = reinterpret_cast<void*>(
+        (static_cast<uintptr_t>(dptr) + alignment - 1) & ~(alignment - 1));
+    MutexLock lock(&mu_);
+    aligned_bases_[ptr] = base;
   }
   if (bytes_received != nullptr) *bytes_received = num_bytes;
   VisitAlloc(ptr, device_ordinal_, num_bytes);
@@ -183,14 +203,30 @@ void CudaDeviceSubAllocator::Free(void* ptr, size_t num_bytes) {
   const std::string who =
       absl::StrFormat("CudaDeviceSubAllocator(device %d)", device_ordinal_);
   VisitFree(ptr, device_ordinal_, num_bytes);
-  ScopedDevice scoped(device_ordinal_, who);
-  // cudaFree works from any current device, so still try when the switch
-  // failed: leaking device memory is worse than a second error message.
-  const cudaError_t err = cudaFree(ptr);
-  if (err != cudaSuccess) {
-    ReportCudaError(
-        who, absl::StrFormat("cudaFree(%p, %d bytes)", ptr, num_bytes), err);
+  const std::string request =
+      absl::StrFormat("cuMemFree(%p, %d bytes)", ptr, num_bytes);
+  const CudaDriver* driver = DriverOrLog(who, request);
+  if (driver == nullptr) return;
+  ScopedPrimaryContext scoped(*driver, device_ordinal_);
+  if (!scoped.status().ok()) {
+    // The free is still tried: a pointer names its own context under
+    // unified addressing, and leaking device memory is worse than a second
+    // error message.
+    LogFailure(who, scoped.status());
   }
+  void* base = ptr;
+  {
+    MutexLock lock(&mu_);
+    auto it = aligned_bases_.find(ptr);
+    if (it != aligned_bases_.end()) {
+      base = it->second;
+      aligned_bases_.erase(it);
+    }
+  }
+  const CUresult result = driver->MemFree(
+      static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(base)));
+  if (result != CUDA_SUCCESS)
+    LogFailure(who, driver->CallError(request, result));
 }
 
 // --- CudaPinnedSubAllocator ------------------------------------------------
@@ -205,9 +241,10 @@ CudaPinnedSubAllocator::CudaPinnedSubAllocator(
 CudaPinnedSubAllocator::~CudaPinnedSubAllocator() = default;
 
 absl::Status CudaPinnedSubAllocator::Availability() const {
-  std::string error;
-  if (CudaDeviceCount(&error) == 0) {
-    return absl::UnavailableError("CudaPinnedSubAllocator: " + error);
+  absl::StatusOr<int> count = internal::CudaDriverDeviceCount();
+  if (!count.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("CudaPinnedSubAllocator: ", count.status().message()));
   }
   return absl::OkStatus();
 }
@@ -218,19 +255,54 @@ void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
   const std::string who = "CudaPinnedSubAllocator";
   if (!ValidRequest(who, alignment, num_bytes)) return nullptr;
   const std::string request = absl::StrFormat(
-      "cudaHostAlloc(%d bytes, alignment %d)", num_bytes, alignment);
+      "cuMemHostAlloc(%d bytes, alignment %d)", num_bytes, alignment);
+  const CudaDriver* driver = DriverOrLog(who, request);
+  if (driver == nullptr) return nullptr;
+  // Pinned memory belongs to a context: the calling thread's, else device
+  // 0's primary context, as cudaHostAlloc would use.
+  CUcontext current = nullptr;
+  CUresult result = driver->CtxGetCurrent(&current);
+  std::optional<ScopedPrimaryContext> scoped;
+  if (result != CUDA_SUCCESS || current == nullptr) {
+    scoped.emplace(*driver, 0);
+    if (!scoped->status().ok()) {
+      LogFailure(who,
+                 absl::Status(scoped->status().code(),
+                              absl::StrFormat("%s not attempted: %s", request,
+                                              scoped->status().message())));
+      return nullptr;
+    }
+  }
   void* ptr = nullptr;
-  const cudaError_t err = cudaHostAlloc(&ptr, num_bytes, cudaHostAllocDefault);
-  if (err != cudaSuccess) {
-    ReportCudaError(who, request, err);
+  result = driver->MemHostAlloc(&ptr, num_bytes, 0);
+  if (result != CUDA_SUCCESS) {
+    LogFailure(who, driver->CallError(request, result));
     return nullptr;
   }
   if (alignment > kCudaGuaranteedAlignment && !IsAligned(ptr, alignment)) {
-    Log(LogSeverity::kError,
-        absl::StrFormat("%s: %s returned %p, which is not aligned; freed it",
-                        who, request, ptr));
-    if (cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
-    return nullptr;
+    // As for device memory: pad, align inside, remember the block.
+    (void)driver->MemFreeHost(ptr);
+    size_t padded = 0;
+    if (__builtin_add_overflow(num_bytes, alignment - kCudaGuaranteedAlignment,
+                               &padded)) {
+      Log(LogSeverity::kError,
+          absl::StrFormat("%s: %s: size plus alignment overflows", who,
+                          request));
+      return nullptr;
+    }
+    void* base = nullptr;
+    result = driver->MemHostAlloc(&base, padded, 0);
+    if (result != CUDA_SUCCESS) {
+      LogFailure(who, driver->CallError(
+                          absl::StrFormat("%s (padded to %d bytes to align)",
+                                          request, padded),
+                          result));
+      return nullptr;
+    }
+    ptr = reinterpret_cast<void*>(
+        (reinterpret_cast<uintptr_t>(base) + alignment - 1) & ~(alignment - 1));
+    MutexLock lock(&mu_);
+    aligned_bases_[ptr] = base;
   }
   if (bytes_received != nullptr) *bytes_received = num_bytes;
   // Pinned memory has no device; index 0 stands for "host / NUMA node 0".
@@ -241,12 +313,29 @@ void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
 void CudaPinnedSubAllocator::Free(void* ptr, size_t num_bytes) {
   if (ptr == nullptr) return;
   VisitFree(ptr, 0, num_bytes);
-  const cudaError_t err = cudaFreeHost(ptr);
-  if (err != cudaSuccess) {
-    ReportCudaError(
-        "CudaPinnedSubAllocator",
-        absl::StrFormat("cudaFreeHost(%p, %d bytes)", ptr, num_bytes), err);
+  const std::string who = "CudaPinnedSubAllocator";
+  const std::string request =
+      absl::StrFormat("cuMemFreeHost(%p, %d bytes)", ptr, num_bytes);
+  const CudaDriver* driver = DriverOrLog(who, request);
+  if (driver == nullptr) return;
+  CUcontext current = nullptr;
+  std::optional<ScopedPrimaryContext> scoped;
+  if (driver->CtxGetCurrent(&current) != CUDA_SUCCESS || current == nullptr) {
+    scoped.emplace(*driver, 0);
+    if (!scoped->status().ok()) LogFailure(who, scoped->status());
   }
+  void* base = ptr;
+  {
+    MutexLock lock(&mu_);
+    auto it = aligned_bases_.find(ptr);
+    if (it != aligned_bases_.end()) {
+      base = it->second;
+      aligned_bases_.erase(it);
+    }
+  }
+  const CUresult result = driver->MemFreeHost(base);
+  if (result != CUDA_SUCCESS)
+    LogFailure(who, driver->CallError(request, result));
 }
 
 }  // namespace bfc
