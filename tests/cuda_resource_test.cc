@@ -1,20 +1,26 @@
 // Tests for bfc/cuda_resource.h against the CCCL shipped with the CUDA
 // toolkit. The concept checks are static_asserts: this file compiling is the
 // test that the handles model cuda::mr::resource / async_resource (and the
-// property sets) of the local CCCL. Runtime tests that need a GPU skip without
-// one; the rest (equality, ownership, type checks, clean failure without a
-// device) run everywhere.
+// property sets) of the local CCCL. The runtime tests (label cuda) run against
+// the fake driver in CI (tests/fake_cuda), which holds a stream's work until
+// the test releases it, and against a GPU with BFC_TEST_REAL_CUDA=ON.
 #include "bfc/cuda_resource.h"
 
-#include <cuda_runtime_api.h>
+#include <cuda.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <thread>
 #include <type_traits>
 
 #include "bfc/allocator.h"
 #include "bfc/cuda_sub_allocator.h"
 #include "bfc/host_sub_allocator.h"
+#include "bfc/log.h"
+#include "fake_cuda/fake_cuda_testing.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -66,11 +72,14 @@ static_assert(
                        size_t{})),
                    void>);
 
-bool HaveGpu() {
-  int n = 0;
-  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  (void)cudaGetLastError();
-  return ok;
+// A CUDA driver with a device: the fake in CI (label cuda), a GPU with
+// BFC_TEST_REAL_CUDA=ON.
+void RequireDevice() {
+  std::string why;
+  ASSERT_GT(bfc::CudaDeviceCount(&why), 0)
+      << "the cuda tests need a driver (the fake in CI): " << why;
+  // Each test starts from the fake's defaults (one device, 8 GiB).
+  if (bfc::testing::GetFake() != nullptr) bfc::testing::GetFake()->reset();
 }
 
 std::unique_ptr<bfc::Allocator> HostPool() {
@@ -122,8 +131,12 @@ TEST(CudaResourceTest, RefusesAnAllocatorOfTheWrongMemoryType) {
   EXPECT_EQ(pool->GetStats()->pool_bytes, 0);
 }
 
-TEST(CudaResourceTest, WithoutAGpuAllocationFailsCleanly) {
-  if (HaveGpu()) GTEST_SKIP() << "a GPU is present";
+// A device that cannot serve (the fake with 512 bytes, less than any request
+// after TF's back-off): nullptr, nothing throws, nothing counted as in use.
+TEST(CudaResourceTest, AnExhaustedDeviceFailsCleanly) {
+  RequireDevice();
+  BFC_REQUIRE_FAKE_CUDA();
+  bfc::testing::GetFake()->set_device_memory(0, 512);
   bfc::Allocator::Options opts;
   opts.allow_retry_on_failure = false;  // nothing to wait for
   bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),
@@ -140,42 +153,93 @@ TEST(CudaResourceTest, WithoutAGpuAllocationFailsCleanly) {
 }
 
 TEST(CudaResourceTest, DeviceAllocateAndStreamOrderedFree) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  RequireDevice();
   bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),
                       size_t{256} << 20, "gpu0");
   CudaDeviceResource mr(pool);
   cuda::mr::async_resource_ref<device_accessible> ref{mr};
-  cudaStream_t raw = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&raw), cudaSuccess);
+  // Streams are made with the driver itself (the context is the one bfc's
+  // first allocation made current).
+  auto stream_create =
+      bfc::testing::DriverFunction<CUresult (*)(CUstream*, unsigned)>(
+          "cuStreamCreate");
+  auto stream_query =
+      bfc::testing::DriverFunction<CUresult (*)(CUstream)>("cuStreamQuery");
+  auto stream_destroy = bfc::testing::DriverFunction<CUresult (*)(CUstream)>(
+      "cuStreamDestroy_v2");
+  ASSERT_NE(stream_create, nullptr);
+  ASSERT_NE(stream_query, nullptr);
+  ASSERT_NE(stream_destroy, nullptr);
+  void* first = mr.allocate_sync(256);  // makes the primary context current
+  ASSERT_NE(first, nullptr);
+  mr.deallocate_sync(first, 256);
+  CUstream raw = nullptr;
+  ASSERT_EQ(stream_create(&raw, 0), CUDA_SUCCESS);
   const cuda::stream_ref stream{raw};
 
   void* p = ref.allocate_async(size_t{32} << 20, 4096, stream);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
-  // Queue work on the stream that uses the memory, then free it async: the
-  // free must wait for that work, so the stream is idle when it returns.
-  for (int i = 0; i < 64; ++i) {
-    ASSERT_EQ(cudaMemsetAsync(p, i, size_t{32} << 20, raw), cudaSuccess);
+  // Work queued on the stream that still uses the memory (the fake holds
+  // the stream; a test thread releases it later): the free must wait for it,
+  // so the stream is idle when deallocate_async returns.
+  std::thread releaser;
+  std::atomic<bool> released{false};
+  if (bfc::testing::GetFake() != nullptr) {
+    bfc::testing::GetFake()->hold_stream(raw);
+    EXPECT_EQ(stream_query(raw), CUDA_ERROR_NOT_READY);
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      released = true;
+      bfc::testing::GetFake()->release_stream(raw);
+    });
   }
   ref.deallocate_async(p, size_t{32} << 20, 4096, stream);
-  EXPECT_EQ(cudaStreamQuery(raw), cudaSuccess);
+  if (releaser.joinable()) {
+    EXPECT_TRUE(released.load());
+    releaser.join();
+  }
+  EXPECT_EQ(stream_query(raw), CUDA_SUCCESS);
   EXPECT_EQ(pool.GetStats()->bytes_in_use, 0);
 
   // The synchronous and newer spellings.
   void* q = mr.allocate_sync(1000);
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(cudaMemset(q, 0, 1000), cudaSuccess);
   mr.deallocate_sync(q, 1000);
   void* r = mr.allocate(stream, 1000);
   ASSERT_NE(r, nullptr);
   mr.deallocate(stream, r, 1000);
   EXPECT_EQ(pool.GetStats()->bytes_in_use, 0);
   EXPECT_EQ(pool.GetStats()->num_invalid_frees, 0);
-  EXPECT_EQ(cudaStreamDestroy(raw), cudaSuccess);
+  EXPECT_EQ(stream_destroy(raw), CUDA_SUCCESS);
+}
+
+// A stream whose synchronization fails (a broken context): the memory is
+// deliberately not returned, and the failure is logged with the CUDA error.
+TEST(CudaResourceTest, AFailedStreamSyncKeepsTheMemoryOut) {
+  RequireDevice();
+  BFC_REQUIRE_FAKE_CUDA();
+  bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),
+                      size_t{64} << 20, "gpu0");
+  CudaDeviceResource mr(pool);
+  void* p = mr.allocate_async(4096, 256, cuda::stream_ref{cudaStream_t{}});
+  ASSERT_NE(p, nullptr);
+  std::string logged;
+  bfc::LogSink previous = bfc::SetLogSink(
+      [&](bfc::LogSeverity, std::string_view m) { logged += std::string(m); });
+  bfc::testing::GetFake()->fail_call("cuStreamSynchronize", 1,
+                                     CUDA_ERROR_ILLEGAL_ADDRESS);
+  mr.deallocate_async(p, 4096, 256, cuda::stream_ref{cudaStream_t{}});
+  bfc::SetLogSink(previous);
+  EXPECT_NE(logged.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos)
+      << logged;
+  EXPECT_EQ(pool.GetStats()->bytes_in_use, 4096);
+  mr.deallocate_sync(p, 4096, 256);
+  EXPECT_EQ(pool.GetStats()->bytes_in_use, 0);
 }
 
 TEST(CudaResourceTest, PinnedMemoryIsHostWritable) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  RequireDevice();
   bfc::Allocator pool(std::make_unique<bfc::CudaPinnedSubAllocator>(),
                       size_t{64} << 20, "pinned");
   CudaPinnedResource mr(pool);

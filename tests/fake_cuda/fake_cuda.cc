@@ -1,0 +1,680 @@
+// File: tests/fake_cuda/fake_cuda.cc
+// -----------------------------------------------------------------------------
+//
+// A fake CUDA driver: built as libcuda.so.1 (CMake target bfc_fake_cuda) and
+// loaded by bfc through BFC_CUDA_DRIVER_LIBRARY, so every CUDA path of the
+// library runs in CI without a GPU. It implements, on host memory, the driver
+// functions bfc uses, and the rules the real driver enforces on them:
+//
+//   * nothing but cuGetProcAddress / cuDriverGetVersion / cuGetError* works
+//     before cuInit (CUDA_ERROR_NOT_INITIALIZED); cuInit with no device is
+//     CUDA_ERROR_NO_DEVICE; an ordinal past the count
+//     CUDA_ERROR_INVALID_DEVICE;
+//   * memory calls need a current context (CUDA_ERROR_INVALID_CONTEXT);
+//     contexts are per thread (a stack); primary contexts are per device and
+//     reference counted;
+//   * each device has a memory budget: past it CUDA_ERROR_OUT_OF_MEMORY;
+//     cuMemGetInfo reports what is left;
+//   * device memory is address space only (PROT_NONE: touching it faults, as
+//     touching a device pointer from the host would); pinned memory is real;
+//     freeing an unknown pointer, twice, or with the wrong call (a device
+//     pointer to cuMemFreeHost) is CUDA_ERROR_INVALID_VALUE;
+//   * streams and events, with work that stays pending while a test holds
+//     the stream (fake_cuda_control.h);
+//   * any call can be made to fail on its Nth use with a chosen error.
+//
+// Not implemented: kernels, copies, VMM (cuMemCreate/Map), memory pools;
+// cuGetProcAddress reports them as not found.
+#include <cuda.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fake_cuda_control.h"
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr size_t kDefaultDeviceMemory = size_t{8} << 30;
+constexpr int kDefaultDriverVersion = 12080;
+
+struct Context {
+  int device;
+  bool primary;
+};
+
+struct Device {
+  size_t total = kDefaultDeviceMemory;
+  size_t used = 0;
+  Context* primary = nullptr;
+  int primary_refs = 0;
+};
+
+struct Allocation {
+  int device;  // -1: pinned host memory
+  size_t size;
+  size_t mapped;
+};
+
+struct Stream {
+  bool held = false;
+  uint64_t releases = 0;  // times the hold was released
+};
+
+struct Event {
+  Stream* stream = nullptr;  // where it was last recorded (nullptr: never)
+  bool pending = false;      // recorded while the stream was held
+  uint64_t release_at = 0;   // complete once stream->releases exceeds this
+};
+
+struct Failure {
+  int countdown;
+  CUresult error;
+};
+
+struct State {
+  std::mutex mu;
+  std::condition_variable released;
+  bool initialized = false;
+  CUresult init_error = CUDA_SUCCESS;
+  int driver_version = kDefaultDriverVersion;
+  std::vector<Device> devices = std::vector<Device>(1);
+  std::map<uintptr_t, Allocation> allocations;
+  std::map<std::string, std::vector<Failure>> failures;
+  std::map<std::string, long> calls;
+  Stream default_stream;
+  std::vector<Stream*> streams;
+  std::vector<Context*> contexts;  // every context ever made, never freed
+};
+
+State& S() {
+  static State* state = [] {
+    auto* s = new State;
+    if (const char* v = getenv("FAKE_CUDA_DEVICE_COUNT")) {
+      s->devices.assign(static_cast<size_t>(atoi(v)), Device());
+    }
+    if (const char* v = getenv("FAKE_CUDA_DEVICE_MEMORY")) {
+      for (Device& d : s->devices) d.total = strtoull(v, nullptr, 10);
+    }
+    if (const char* v = getenv("FAKE_CUDA_DRIVER_VERSION")) {
+      s->driver_version = atoi(v);
+    }
+    if (const char* v = getenv("FAKE_CUDA_INIT_ERROR")) {
+      s->init_error = static_cast<CUresult>(atoi(v));
+    }
+    return s;
+  }();
+  return *state;
+}
+
+thread_local std::vector<Context*> t_stack;
+
+// Counts the call and returns an injected failure, if one is due.
+CUresult Enter(State& s, const char* name) {
+  ++s.calls[name];
+  auto it = s.failures.find(name);
+  if (it == s.failures.end()) return CUDA_SUCCESS;
+  for (size_t i = 0; i < it->second.size(); ++i) {
+    if (--it->second[i].countdown == 0) {
+      const CUresult error = it->second[i].error;
+      it->second.erase(it->second.begin() + static_cast<long>(i));
+      return error;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+Stream* ToStream(State& s, CUstream stream) {
+  // 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD all mean the default stream
+  // here.
+  const uintptr_t v = reinterpret_cast<uintptr_t>(stream);
+  if (v <= 2) return &s.default_stream;
+  return reinterpret_cast<Stream*>(stream);
+}
+
+bool KnownStream(State& s, Stream* stream) {
+  if (stream == &s.default_stream) return true;
+  for (Stream* x : s.streams) {
+    if (x == stream) return true;
+  }
+  return false;
+}
+
+Context* Current() { return t_stack.empty() ? nullptr : t_stack.back(); }
+
+#define FAKE_ENTER(name, needs_init)                                \
+  State& s = S();                                                   \
+  std::unique_lock<std::mutex> lock(s.mu);                          \
+  if (CUresult injected = Enter(s, name); injected != CUDA_SUCCESS) \
+    return injected;                                                \
+  if ((needs_init) && !s.initialized) return CUDA_ERROR_NOT_INITIALIZED
+
+}  // namespace
+
+// --- initialization and devices ---------------------------------------------
+
+FAKE_EXPORT CUresult cuInit(unsigned int flags) {
+  FAKE_ENTER("cuInit", false);
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (s.init_error != CUDA_SUCCESS) return s.init_error;
+  if (s.devices.empty()) return CUDA_ERROR_NO_DEVICE;
+  s.initialized = true;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDriverGetVersion(int* version) {
+  FAKE_ENTER("cuDriverGetVersion", false);
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *version = s.driver_version;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGetCount(int* count) {
+  FAKE_ENTER("cuDeviceGetCount", true);
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = static_cast<int>(s.devices.size());
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  FAKE_ENTER("cuDeviceGet", true);
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (ordinal < 0 || static_cast<size_t>(ordinal) >= s.devices.size()) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+// --- contexts ----------------------------------------------------------------
+
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+  FAKE_ENTER("cuDevicePrimaryCtxRetain", true);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || static_cast<size_t>(dev) >= s.devices.size()) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  Device& d = s.devices[static_cast<size_t>(dev)];
+  if (d.primary == nullptr) {
+    d.primary = new Context{dev, true};
+    s.contexts.push_back(d.primary);
+  }
+  ++d.primary_refs;
+  *ctx = reinterpret_cast<CUcontext>(d.primary);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  FAKE_ENTER("cuDevicePrimaryCtxRelease", true);
+  if (dev < 0 || static_cast<size_t>(dev) >= s.devices.size()) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  Device& d = s.devices[static_cast<size_t>(dev)];
+  if (d.primary_refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  --d.primary_refs;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  FAKE_ENTER("cuCtxGetCurrent", true);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = reinterpret_cast<CUcontext>(Current());
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  FAKE_ENTER("cuCtxSetCurrent", true);
+  // Replaces the top of the stack (or pushes onto an empty one); nullptr
+  // pops it.
+  if (ctx == nullptr) {
+    if (!t_stack.empty()) t_stack.pop_back();
+    return CUDA_SUCCESS;
+  }
+  if (t_stack.empty()) {
+    t_stack.push_back(reinterpret_cast<Context*>(ctx));
+  } else {
+    t_stack.back() = reinterpret_cast<Context*>(ctx);
+  }
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  FAKE_ENTER("cuCtxPushCurrent", true);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  t_stack.push_back(reinterpret_cast<Context*>(ctx));
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
+  FAKE_ENTER("cuCtxPopCurrent", true);
+  if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx != nullptr) *ctx = reinterpret_cast<CUcontext>(t_stack.back());
+  t_stack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
+  FAKE_ENTER("cuCtxGetDevice", true);
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = Current()->device;
+  return CUDA_SUCCESS;
+}
+
+// --- memory
+// -------------------------------------------------------------------
+
+FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  FAKE_ENTER("cuMemAlloc", true);
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = Current();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  Device& d = s.devices[static_cast<size_t>(ctx->device)];
+  if (bytes > d.total - d.used) return CUDA_ERROR_OUT_OF_MEMORY;
+  // Address space only: device memory is not host accessible.
+  void* p = mmap(nullptr, bytes, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  d.used += bytes;
+  s.allocations[reinterpret_cast<uintptr_t>(p)] =
+      Allocation{ctx->device, bytes, bytes};
+  *dptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  FAKE_ENTER("cuMemFree", true);
+  if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  auto it = s.allocations.find(static_cast<uintptr_t>(dptr));
+  if (it == s.allocations.end() || it->second.device < 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  s.devices[static_cast<size_t>(it->second.device)].used -= it->second.size;
+  munmap(reinterpret_cast<void*>(it->first), it->second.mapped);
+  s.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytes,
+                                    unsigned int flags) {
+  FAKE_ENTER("cuMemHostAlloc", true);
+  if (pp == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & ~static_cast<unsigned>(CU_MEMHOSTALLOC_PORTABLE |
+                                      CU_MEMHOSTALLOC_DEVICEMAP |
+                                      CU_MEMHOSTALLOC_WRITECOMBINED)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  s.allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{-1, bytes, bytes};
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemFreeHost(void* p) {
+  FAKE_ENTER("cuMemFreeHost", true);
+  if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  auto it = s.allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (it == s.allocations.end() || it->second.device >= 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  munmap(p, it->second.mapped);
+  s.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+  FAKE_ENTER("cuMemGetInfo", true);
+  if (free_bytes == nullptr || total == nullptr)
+    return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = Current();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  const Device& d = s.devices[static_cast<size_t>(ctx->device)];
+  *free_bytes = d.total - d.used;
+  *total = d.total;
+  return CUDA_SUCCESS;
+}
+
+// --- streams and events
+// -------------------------------------------------------
+
+FAKE_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
+  FAKE_ENTER("cuStreamCreate", true);
+  if (stream == nullptr || flags > CU_STREAM_NON_BLOCKING) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  auto* st = new Stream;
+  s.streams.push_back(st);
+  *stream = reinterpret_cast<CUstream>(st);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
+  FAKE_ENTER("cuStreamDestroy", true);
+  Stream* st = ToStream(s, stream);
+  if (st == &s.default_stream || !KnownStream(s, st)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  // Kept allocated (never reused), so a stale handle stays detectable.
+  for (size_t i = 0; i < s.streams.size(); ++i) {
+    if (s.streams[i] == st)
+      s.streams.erase(s.streams.begin() + static_cast<long>(i));
+  }
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuStreamQuery(CUstream stream) {
+  FAKE_ENTER("cuStreamQuery", true);
+  Stream* st = ToStream(s, stream);
+  if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
+  return st->held ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+  FAKE_ENTER("cuStreamSynchronize", true);
+  Stream* st = ToStream(s, stream);
+  if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
+  s.released.wait(lock, [&] { return !st->held; });
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned int flags) {
+  FAKE_ENTER("cuEventCreate", true);
+  (void)flags;
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *event = reinterpret_cast<CUevent>(new Event);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
+  FAKE_ENTER("cuEventRecord", true);
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Stream* st = ToStream(s, stream);
+  if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
+  auto* e = reinterpret_cast<Event*>(event);
+  e->stream = st;
+  e->pending = st->held;
+  e->release_at = st->releases;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuEventQuery(CUevent event) {
+  FAKE_ENTER("cuEventQuery", true);
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto* e = reinterpret_cast<Event*>(event);
+  if (e->pending && e->stream->releases <= e->release_at) {
+    return CUDA_ERROR_NOT_READY;
+  }
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
+  FAKE_ENTER("cuEventSynchronize", true);
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto* e = reinterpret_cast<Event*>(event);
+  s.released.wait(
+      lock, [&] { return !e->pending || e->stream->releases > e->release_at; });
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
+  FAKE_ENTER("cuEventDestroy", true);
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  delete reinterpret_cast<Event*>(event);
+  return CUDA_SUCCESS;
+}
+
+// --- errors
+// ---------------------------------------------------------------------
+
+namespace {
+
+struct ErrorText {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+
+// The names and strings the real driver gives for the errors the fake uses.
+constexpr ErrorText kErrors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED",
+     "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED",
+     "driver shutting down"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE",
+     "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE",
+     "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT",
+     "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE",
+     "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED",
+     "unspecified launch failure"},
+    {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+     "system has unsupported display driver / cuda driver combination"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+const ErrorText* FindError(CUresult code) {
+  for (const ErrorText& e : kErrors) {
+    if (e.code == code) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+FAKE_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const ErrorText* e = FindError(error);
+  if (e == nullptr) {
+    *name = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *name = e->name;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
+  if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const ErrorText* e = FindError(error);
+  if (e == nullptr) {
+    *text = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *text = e->text;
+  return CUDA_SUCCESS;
+}
+
+// --- cuGetProcAddress
+// -------------------------------------------------------------
+
+namespace {
+
+struct Proc {
+  const char* name;
+  void* fn;
+};
+
+#define FAKE_PROC(name, fn) \
+  { name, reinterpret_cast<void*>(&fn) }
+const Proc kProcs[] = {
+    FAKE_PROC("cuInit", cuInit),
+    FAKE_PROC("cuDriverGetVersion", cuDriverGetVersion),
+    FAKE_PROC("cuDeviceGetCount", cuDeviceGetCount),
+    FAKE_PROC("cuDeviceGet", cuDeviceGet),
+    FAKE_PROC("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
+    FAKE_PROC("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2),
+    FAKE_PROC("cuCtxGetCurrent", cuCtxGetCurrent),
+    FAKE_PROC("cuCtxSetCurrent", cuCtxSetCurrent),
+    FAKE_PROC("cuCtxPushCurrent", cuCtxPushCurrent_v2),
+    FAKE_PROC("cuCtxPopCurrent", cuCtxPopCurrent_v2),
+    FAKE_PROC("cuCtxGetDevice", cuCtxGetDevice),
+    FAKE_PROC("cuMemAlloc", cuMemAlloc_v2),
+    FAKE_PROC("cuMemFree", cuMemFree_v2),
+    FAKE_PROC("cuMemHostAlloc", cuMemHostAlloc),
+    FAKE_PROC("cuMemFreeHost", cuMemFreeHost),
+    FAKE_PROC("cuMemGetInfo", cuMemGetInfo_v2),
+    FAKE_PROC("cuStreamCreate", cuStreamCreate),
+    FAKE_PROC("cuStreamDestroy", cuStreamDestroy_v2),
+    FAKE_PROC("cuStreamQuery", cuStreamQuery),
+    FAKE_PROC("cuStreamSynchronize", cuStreamSynchronize),
+    FAKE_PROC("cuEventCreate", cuEventCreate),
+    FAKE_PROC("cuEventRecord", cuEventRecord),
+    FAKE_PROC("cuEventQuery", cuEventQuery),
+    FAKE_PROC("cuEventSynchronize", cuEventSynchronize),
+    FAKE_PROC("cuEventDestroy", cuEventDestroy_v2),
+    FAKE_PROC("cuGetErrorName", cuGetErrorName),
+    FAKE_PROC("cuGetErrorString", cuGetErrorString),
+};
+#undef FAKE_PROC
+
+}  // namespace
+
+FAKE_EXPORT CUresult
+cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version,
+                    cuuint64_t flags, CUdriverProcAddressQueryResult* found) {
+  State& s = S();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.calls["cuGetProcAddress"];
+  }
+  if (found != nullptr) *found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (symbol == nullptr || pfn == nullptr || flags > 2) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *pfn = nullptr;
+  int driver_version;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    driver_version = s.driver_version;
+  }
+  for (const Proc& p : kProcs) {
+    if (std::strcmp(p.name, symbol) != 0) continue;
+    // The real driver serves the newest version of a function that is not
+    // newer than both the request and itself; every function here exists
+    // from 12.0 on, so an older driver or request gets nothing.
+    if (driver_version < 12000 || cuda_version < 12000) {
+      if (found != nullptr) *found = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+      return CUDA_ERROR_NOT_FOUND;
+    }
+    *pfn = p.fn;
+    if (found != nullptr) *found = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+// --- control
+// ------------------------------------------------------------------------
+
+FAKE_EXPORT int fake_cuda_is_fake(void) { return 1; }
+
+FAKE_EXPORT void fake_cuda_reset(void) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.driver_version = kDefaultDriverVersion;
+  s.devices.assign(1, Device());
+  s.allocations.clear();
+  s.failures.clear();
+  s.calls.clear();
+  s.streams.clear();
+  s.default_stream = Stream();
+  s.init_error = CUDA_SUCCESS;
+  // Stays initialized: bfc initializes the driver once per process.
+  t_stack.clear();
+  s.released.notify_all();
+}
+
+FAKE_EXPORT void fake_cuda_set_device_count(int count) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.devices.resize(count < 0 ? 0 : static_cast<size_t>(count));
+}
+
+FAKE_EXPORT void fake_cuda_set_device_memory(int device, size_t bytes) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (device >= 0 && static_cast<size_t>(device) < s.devices.size()) {
+    s.devices[static_cast<size_t>(device)].total = bytes;
+  }
+}
+
+FAKE_EXPORT void fake_cuda_set_driver_version(int version) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.driver_version = version;
+}
+
+FAKE_EXPORT void fake_cuda_fail_call(const char* name, int nth, int error) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (name == nullptr || nth <= 0) return;
+  s.failures[name].push_back(Failure{nth, static_cast<CUresult>(error)});
+}
+
+FAKE_EXPORT void fake_cuda_hold_stream(void* stream) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  Stream* st = ToStream(s, static_cast<CUstream>(stream));
+  if (KnownStream(s, st)) st->held = true;
+}
+
+FAKE_EXPORT void fake_cuda_release_stream(void* stream) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  Stream* st = ToStream(s, static_cast<CUstream>(stream));
+  if (!KnownStream(s, st) || !st->held) return;
+  st->held = false;
+  ++st->releases;
+  s.released.notify_all();
+}
+
+FAKE_EXPORT int fake_cuda_live_allocations(int device) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  int n = 0;
+  for (const auto& [ptr, a] : s.allocations) n += a.device == device;
+  return n;
+}
+
+FAKE_EXPORT size_t fake_cuda_bytes_in_use(int device) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  size_t bytes = 0;
+  for (const auto& [ptr, a] : s.allocations) {
+    if (a.device == device) bytes += a.size;
+  }
+  return bytes;
+}
+
+FAKE_EXPORT long fake_cuda_call_count(const char* name) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.calls.find(name == nullptr ? "" : name);
+  return it == s.calls.end() ? 0 : it->second;
+}
+
+FAKE_EXPORT int fake_cuda_context_depth(void) {
+  return static_cast<int>(t_stack.size());
+}

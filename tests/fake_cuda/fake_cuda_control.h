@@ -1,0 +1,52 @@
+// File: tests/fake_cuda/fake_cuda_control.h
+// -----------------------------------------------------------------------------
+//
+// Control calls of the fake CUDA driver (libcuda.so.1 built from
+// fake_cuda.cc, CMake target bfc_fake_cuda). Tests reach them through
+// fake_cuda_testing.h, which finds them in the driver bfc loaded; against a
+// real driver they are absent and the tests that need them skip.
+//
+// Defaults (and after fake_cuda_reset): 1 device with 8 GiB, driver version
+// 12080 (12.8), no injected failures, no held stream. The environment can set
+// them before the first CUDA call of a process (for tests of load-time
+// behaviour, which bfc caches for the life of the process):
+//   FAKE_CUDA_DEVICE_COUNT=N  FAKE_CUDA_DEVICE_MEMORY=BYTES
+//   FAKE_CUDA_DRIVER_VERSION=V  FAKE_CUDA_INIT_ERROR=CUresult
+#ifndef BFC_TESTS_FAKE_CUDA_FAKE_CUDA_CONTROL_H_
+#define BFC_TESTS_FAKE_CUDA_FAKE_CUDA_CONTROL_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// 1: this driver is the fake.
+int fake_cuda_is_fake(void);
+// Back to the defaults. Memory still allocated stays valid but is forgotten
+// (counted as nothing); contexts and streams are dropped.
+void fake_cuda_reset(void);
+void fake_cuda_set_device_count(int count);
+void fake_cuda_set_device_memory(int device, size_t bytes);
+void fake_cuda_set_driver_version(int version);
+// The `nth` next call (1: the very next) of the driver function `name` (its
+// base name, e.g. "cuMemAlloc") returns `error` without doing anything.
+void fake_cuda_fail_call(const char* name, int nth, int error);
+// Work queued on `stream` (0: the default stream) stays pending until
+// released: cuStreamQuery says CUDA_ERROR_NOT_READY, cuStreamSynchronize and
+// cuEventSynchronize block, events recorded on it are not complete.
+void fake_cuda_hold_stream(void* stream);
+void fake_cuda_release_stream(void* stream);
+// Live allocations and their bytes on `device` (-1: pinned host memory).
+int fake_cuda_live_allocations(int device);
+size_t fake_cuda_bytes_in_use(int device);
+// Calls of the driver function `name` since the last reset (failed ones too).
+long fake_cuda_call_count(const char* name);
+// Number of contexts on the calling thread's context stack.
+int fake_cuda_context_depth(void);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // BFC_TESTS_FAKE_CUDA_FAKE_CUDA_CONTROL_H_
