@@ -1,0 +1,172 @@
+/* File: tests/c_api_cuda_host.c
+ * -----------------------------------------------------------------------------
+ *
+ * A C host that loads libbfc_alloc.so with dlopen and calls it exactly as
+ * PyTorch's CUDAPluggableAllocator (malloc(size, device, stream) /
+ * free(ptr, size, device, stream), empty_cache through the reset function)
+ * and CuPy's CFunctionAllocator (malloc(param, size, device) /
+ * free(param, ptr, device)) do, with backend:cuda, on two devices and several
+ * streams. In CI the driver is the fake (BFC_CUDA_DRIVER_LIBRARY,
+ * FAKE_CUDA_DEVICE_COUNT=2; CTest c_api_cuda_host, label cuda): what the .so
+ * asked of the driver is checked through the fake's control calls. Against a
+ * real driver those checks are left out.
+ *
+ *   c_api_cuda_host PATH_TO_LIBBFC_ALLOC_SO
+ *
+ * Exit status 0 when every check holds; otherwise each failed check is printed.
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bfc/c_api.h"
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      ++failures;                                                              \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+    }                                                                          \
+  } while (0)
+
+typedef void* (*torch_malloc_fn)(size_t, int, bfc_stream_t);
+typedef void (*torch_free_fn)(void*, size_t, int, bfc_stream_t);
+typedef void (*reset_fn)(void);
+typedef void* (*cupy_malloc_fn)(void*, size_t, int);
+typedef void (*cupy_free_fn)(void*, void*, int);
+typedef int (*stats_fn)(int, bfc_stats*);
+typedef const char* (*error_fn)(void);
+typedef size_t (*bytes_fn)(int);
+typedef int (*count_fn)(int);
+typedef int (*create_stream_fn)(bfc_stream_t*, unsigned);
+
+static void* must_sym(void* lib, const char* name) {
+  void* p = dlsym(lib, name);
+  if (p == NULL) {
+    fprintf(stderr, "missing symbol %s\n", name);
+    exit(2);
+  }
+  return p;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s PATH_TO_LIBBFC_ALLOC_SO\n", argv[0]);
+    return 2;
+  }
+  /* What a user sets before starting python. */
+  setenv("BFC_ALLOC_CONF", "backend:cuda,memory_fraction:0.5", 1);
+  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
+    return 2;
+  }
+  torch_malloc_fn torch_malloc = (torch_malloc_fn)must_sym(lib, "bfc_malloc");
+  torch_free_fn torch_free = (torch_free_fn)must_sym(lib, "bfc_free");
+  reset_fn empty_cache_all = (reset_fn)must_sym(lib, "bfc_empty_cache_all");
+  cupy_malloc_fn cupy_malloc = (cupy_malloc_fn)must_sym(lib, "bfc_cupy_malloc");
+  cupy_free_fn cupy_free = (cupy_free_fn)must_sym(lib, "bfc_cupy_free");
+  stats_fn get_stats = (stats_fn)must_sym(lib, "bfc_get_stats");
+  error_fn last_error = (error_fn)must_sym(lib, "bfc_last_error");
+
+  /* The fake's controls, when the driver is the fake. */
+  const char* driver_path = getenv("BFC_CUDA_DRIVER_LIBRARY");
+  void* driver =
+      driver_path != NULL ? dlopen(driver_path, RTLD_NOW | RTLD_LOCAL) : NULL;
+  bytes_fn device_bytes = NULL;
+  count_fn live = NULL;
+  create_stream_fn create_stream = NULL;
+  if (driver != NULL && dlsym(driver, "fake_cuda_is_fake") != NULL) {
+    device_bytes = (bytes_fn)dlsym(driver, "fake_cuda_bytes_in_use");
+    live = (count_fn)dlsym(driver, "fake_cuda_live_allocations");
+  }
+  if (driver != NULL) {
+    create_stream = (create_stream_fn)dlsym(driver, "cuStreamCreate");
+  }
+
+  /* The first call creates device 0's allocator and makes its primary
+   * context current on this thread (as the runtime would); streams are
+   * created in it, as PyTorch's are. */
+  void* warm = torch_malloc(256, 0, NULL);
+  CHECK(warm != NULL, "first malloc: %s", last_error());
+  torch_free(warm, 256, 0, NULL);
+  /* PyTorch: blocks on both devices, on the default stream and two others. */
+  bfc_stream_t streams[3] = {NULL, NULL, NULL};
+  if (create_stream != NULL) {
+    CHECK(create_stream(&streams[1], 0) == 0, "cuStreamCreate");
+    CHECK(create_stream(&streams[2], 1) == 0, "cuStreamCreate");
+  }
+  void* blocks[2][3][4];
+  for (int device = 0; device < 2; ++device) {
+    for (int s = 0; s < 3; ++s) {
+      for (int i = 0; i < 4; ++i) {
+        const size_t size = (size_t)(i + 1) << 20;
+        blocks[device][s][i] = torch_malloc(size, device, streams[s]);
+        CHECK(blocks[device][s][i] != NULL, "device %d: %s", device,
+              last_error());
+        CHECK(((uintptr_t)blocks[device][s][i] % 256) == 0, "alignment");
+      }
+    }
+  }
+  bfc_stats st;
+  for (int device = 0; device < 2; ++device) {
+    CHECK(get_stats(device, &st) == 0, "stats of device %d", device);
+    /* What was asked for; bytes_in_use counts whole chunks (TF's rule of
+     * not splitting a chunk under twice the request). */
+    CHECK(st.bytes_requested_in_use == 3 * (1 + 2 + 3 + 4) << 20,
+          "device %d bytes_requested_in_use %lld", device,
+          (long long)st.bytes_requested_in_use);
+    CHECK(st.bytes_in_use >= st.bytes_requested_in_use, "in use");
+    CHECK(st.bytes_limit > 0, "device %d limit", device);
+    if (device_bytes != NULL) {
+      /* The pool's regions are what the driver handed out on that device. */
+      CHECK((int64_t)device_bytes(device) == st.pool_bytes,
+            "device %d: driver holds %zu, pool %lld", device,
+            device_bytes(device), (long long)st.pool_bytes);
+    }
+  }
+  for (int device = 0; device < 2; ++device) {
+    for (int s = 0; s < 3; ++s) {
+      for (int i = 0; i < 4; ++i) {
+        torch_free(blocks[device][s][i], (size_t)(i + 1) << 20, device,
+                   streams[s]);
+      }
+    }
+  }
+  /* A pointer of device 0 freed on device 1: reported, nothing crashes. */
+  void* p = torch_malloc(4096, 0, NULL);
+  CHECK(p != NULL, "%s", last_error());
+  torch_free(p, 4096, 1, NULL);
+  CHECK(strlen(last_error()) > 0, "foreign free not reported");
+  torch_free(p, 4096, 0, NULL);
+
+  /* CuPy. */
+  void* q = cupy_malloc(NULL, 1000, 1);
+  CHECK(q != NULL, "cupy: %s", last_error());
+  cupy_free(NULL, q, 1);
+
+  /* empty_cache() gives every region back to the driver. */
+  empty_cache_all();
+  for (int device = 0; device < 2; ++device) {
+    CHECK(get_stats(device, &st) == 0, "stats");
+    CHECK(st.bytes_in_use == 0, "device %d still uses %lld", device,
+          (long long)st.bytes_in_use);
+    CHECK(st.pool_bytes == 0, "device %d pool %lld after empty_cache", device,
+          (long long)st.pool_bytes);
+    if (live != NULL) {
+      CHECK(live(device) == 0, "device %d: %d blocks left in the driver",
+            device, live(device));
+    }
+  }
+  /* A device that does not exist: NULL and a message naming it. */
+  CHECK(torch_malloc(4096, 7, NULL) == NULL, "device 7");
+  CHECK(strstr(last_error(), "device 7") != NULL, "message: %s", last_error());
+  if (failures == 0) printf("c_api_cuda_host: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}
