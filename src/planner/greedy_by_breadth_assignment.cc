@@ -48,8 +48,10 @@ class LiveAtTask {
     }
   }
 
-  // Appends the tensors listed as live at index k to *out and forgets them
-  // (a tensor may come out once per node it was listed in, once each).
+  // Appends the tensors listed as live at index k to *out and forgets them.
+  // A tensor's nodes cover disjoint ranges and the nodes on one root-to-leaf
+  // path are nested, so each tensor comes out at most once per call; one
+  // listed in other nodes too may come out again at a later index.
   void Take(size_t k, std::vector<size_t>* out) {
     for (size_t node = k + leaves_; node >= 1; node /= 2) {
       out->insert(out->end(), lists_[node].begin(), lists_[node].end());
@@ -142,15 +144,15 @@ absl::Status GreedyByBreadthAssignment(
   for (size_t k : task_order) {
     live.clear();
     live_at.Take(k, &live);
-    // Largest first, ties by index (the original's stable order); a tensor
-    // listed in two nodes of the path comes out twice: keep one.
+    // Largest first, ties by index (the original's stable order). Tensors
+    // already assigned at an earlier task through another of their nodes are
+    // skipped below.
     std::sort(live.begin(), live.end(), [&](size_t a, size_t b) {
       if (usage_records[a].tensor_size != usage_records[b].tensor_size) {
         return usage_records[a].tensor_size > usage_records[b].tensor_size;
       }
       return a < b;
     });
-    live.erase(std::unique(live.begin(), live.end()), live.end());
     for (size_t i : live) {
       if (assignment->object_ids[i] != kNotAssigned) continue;
       const TensorUsageRecord<size_t>& rec = usage_records[i];
