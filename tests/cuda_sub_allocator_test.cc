@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <memory_resource>
 #include <string>
 #include <thread>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "absl/time/time.h"
 #include "bfc/allocator.h"
 #include "bfc/log.h"
+#include "bfc/pmr.h"
 #include "bfc/units.h"
 #include "core/internal/cuda_driver.h"
 #include "fake_cuda/fake_cuda_testing.h"
@@ -424,6 +426,28 @@ TEST_F(CudaSubAllocatorTest, PinnedFailuresNameTheCudaError) {
   sub.Free(p, received);
   EXPECT_THAT(log.All(), HasSubstr("cuMemFreeHost"));
   sub.Free(p, received);  // now for real
+}
+
+// std::pmr containers over a pinned pool: host code filling staging buffers
+// the device reads (what PyTorch's pinned host allocator serves).
+TEST_F(CudaSubAllocatorTest, PmrContainersOverPinnedMemory) {
+  Allocator pool(std::make_unique<CudaPinnedSubAllocator>(), 64 * kMiB,
+                 "pinned");
+  PmrResource resource(pool);
+  {
+    std::pmr::vector<int> v(&resource);
+    for (int i = 0; i < 100000; ++i) v.push_back(i);
+    EXPECT_EQ(v[99999], 99999);
+    std::pmr::string text("pinned staging buffer, long enough to allocate",
+                          &resource);
+    EXPECT_GT(pool.GetStats()->bytes_in_use, 0);
+    if (GetFake() != nullptr) {
+      EXPECT_GE(GetFake()->live_allocations(-1), 1);
+    }
+  }
+  EXPECT_EQ(pool.GetStats()->bytes_in_use, 0);
+  EXPECT_GT(pool.ReleaseFreeRegions(), 0u);
+  EXPECT_TRUE(pool.Validate().ok());
 }
 
 // cuStreamSynchronize through the table waits for the stream's work.
