@@ -105,13 +105,13 @@ def check_applies(mutants, tree):
                 f"{count} times in {m['file']}, must occur once: {m['from']!r}")
 
 
-def run(cmd, cwd, log, timeout=None):
+def run(cmd, cwd, log, timeout=None, env=None):
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"\n$ {' '.join(cmd)}\n")
         out.flush()
         try:
             return subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=timeout).returncode
+                                  timeout=timeout, env=env).returncode
         except subprocess.TimeoutExpired:
             out.write(f"timed out after {timeout} s\n")
             return 124
@@ -173,10 +173,19 @@ def main():
         print(f"mutate: configure failed; see {log}", file=sys.stderr)
         return 2
 
+    # The cuda tests run on the fake driver, as CTest runs them
+    # (BFC_CUDA_DRIVER_LIBRARY); it is built along when the build has it.
+    fake_cuda = os.path.join(build, "tests", "fake_cuda", "libcuda.so.1")
+    have_fake = os.path.isdir(os.path.join(build, "tests", "CMakeFiles", "bfc_fake_cuda.dir"))
+    test_env = dict(os.environ)
+    if have_fake:
+        test_env.setdefault("BFC_CUDA_DRIVER_LIBRARY", fake_cuda)
+
     def build_and_test(tests):
-        targets = sorted(set(tests))
+        targets = sorted(set(tests)) + (["bfc_fake_cuda"] if have_fake else [])
         if run(["cmake", "--build", build, "-j", str(args.jobs), "--target", *targets], tree, log) != 0:
             return "build"
+        targets = sorted(set(tests))
         # Each named executable is run whole (not through ctest's per-case
         # names), which is what a mutant's test list means.
         for t in targets:
@@ -187,7 +196,7 @@ def main():
             if not os.path.isfile(exe):
                 return "build"
             rc = run([exe, "--gtest_brief=1"] if not exe.endswith(".sh") else [exe],
-                     os.path.dirname(exe), log, timeout=args.test_timeout)
+                     os.path.dirname(exe), log, timeout=args.test_timeout, env=test_env)
             if rc != 0:
                 return "failed"
         return "passed"
