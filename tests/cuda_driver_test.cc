@@ -93,6 +93,20 @@ TEST(CudaDriverLoadTest, old_driver) {
   CheckFailsAtOnce("older than CUDA 12.0");
 }
 
+// The oldest driver supported (12.0) serves.
+TEST(CudaDriverLoadTest, oldest_driver) {
+  ASSERT_EQ(Case(), "oldest_driver")
+      << "run through CTest (cuda_driver_oldest_driver)";
+  absl::StatusOr<const internal::CudaDriver*> driver =
+      internal::CudaDriver::Get();
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  EXPECT_EQ((*driver)->version, internal::kMinDriverVersion);
+  Allocator gpu(std::make_unique<CudaDeviceSubAllocator>(0), 64 * kMiB, "gpu");
+  absl::StatusOr<void*> p = gpu.Allocate(4096);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(gpu.Deallocate(*p).ok());
+}
+
 TEST(CudaDriverLoadTest, no_device) {
   ASSERT_EQ(Case(), "no_device") << "run through CTest (cuda_driver_no_device)";
   CheckFailsAtOnce("cuInit failed: CUDA_ERROR_NO_DEVICE");
