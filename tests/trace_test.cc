@@ -147,7 +147,18 @@ INSTANTIATE_TEST_SUITE_P(
     Errors, ParseTraceErrorTest,
     ::testing::Values(
         BadCase{"Empty", "", "bad:1:", "expected the header"},
-        BadCase{"MissingHeader", kOk, "bad:1:", "expected the header"},
+        BadCase{"NotALog", "hello, world\n" + kOk,
+                "bad:1:", "expected the header"},
+        BadCase{"HeaderlessRowsMissingAColumn", kOk + "1,0,free,0x100,256\n",
+                "bad:2:", "expected at least 6 columns"},
+        BadCase{
+            "HeaderWithExtraColumnsRowsShort",
+            std::string(kHeader).substr(0, std::string(kHeader).size() - 1) +
+                ",Device\n" + kOk,
+            "bad:2:", "expected 7 columns"},
+        BadCase{"NullPointerOnAnAllocation",
+                kHeader + "1,0,allocate,(nil),256,0\n",
+                "bad:2:", "bad Pointer"},
         BadCase{"WrongHeader", "Thread,Time,Action,Pointer,Size\n" + kOk,
                 "bad:1:", "expected the header"},
         BadCase{"TooFewColumns", kHeader + kOk + "1,0,free,0x100,256\n",
@@ -180,6 +191,69 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadCase>& info) {
       return info.param.test_name;
     });
+
+// Every generation of RMM's log (tests/data/formats/README.md): headerless
+// rows, a header with more columns, failures logged with a null pointer
+// ((nil), 0x0 or empty), streams as bare hex. Each parses and compiles into a
+// replayable trace; the failure rows stay failures, not errors.
+struct FormatCase {
+  const char* file;
+  size_t events;
+  size_t failures;
+};
+
+class RmmFormatTest : public ::testing::TestWithParam<FormatCase> {};
+
+TEST_P(RmmFormatTest, ParsesAndCompiles) {
+  const FormatCase& c = GetParam();
+  absl::StatusOr<Trace> t =
+      ReadTrace(std::string(BFC_TEST_DATA_DIR) + "/formats/" + c.file);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->events.size(), c.events);
+  size_t failures = 0;
+  for (const TraceEvent& e : t->events) {
+    if (e.action == TraceEvent::Action::kAllocateFailure) {
+      ++failures;
+      EXPECT_EQ(e.pointer, 0u);
+    }
+  }
+  EXPECT_EQ(failures, c.failures);
+  absl::StatusOr<CompiledTrace> compiled = CompileTrace(*t);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_GT(compiled->ops.size(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, RmmFormatTest,
+                         ::testing::Values(FormatCase{"rmm-current.csv", 7, 1},
+                                           FormatCase{"rmm-noheader.csv", 5, 1},
+                                           FormatCase{"rmm-extra-columns.csv",
+                                                      3, 1}),
+                         [](const ::testing::TestParamInfo<FormatCase>& info) {
+                           std::string name = info.param.file;
+                           name = name.substr(0, name.find('.'));
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
+
+TEST(ParseTraceTest, StreamSpellingsOfEveryGeneration) {
+  const std::string rows = std::string(kHeader) +
+                           "1,0,allocate,0x100,256,55d0c1a2b3c0\n"
+                           "1,0,allocate,0x200,256,0x55d0c1a2b3c0\n"
+                           "1,0,allocate,0x300,256,7\n"
+                           "1,0,allocate,0x400,256,(nil)\n"
+                           "1,0,deallocate,0x100,256,0\n";
+  absl::StatusOr<Trace> t = ParseTrace(rows, "streams");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->events.size(), 5u);
+  EXPECT_EQ(t->events[0].stream, 0x55d0c1a2b3c0u);
+  EXPECT_EQ(t->events[1].stream, 0x55d0c1a2b3c0u);
+  EXPECT_EQ(t->events[2].stream, 7u);
+  EXPECT_EQ(t->events[3].stream, 0u);
+  // RMM's documentation spells a free "deallocate".
+  EXPECT_EQ(t->events[4].action, TraceEvent::Action::kFree);
+}
 
 TEST(ReadTraceTest, MissingFileIsNotFound) {
   absl::StatusOr<Trace> t = ReadTrace("/nonexistent/dir/trace.csv");

@@ -78,6 +78,51 @@ bool ParseId(std::string_view s, uint64_t* out) {
   return ParseDecimal(s, out);
 }
 
+// How printf's %p and RMM's generations spell a null pointer: glibc prints
+// "(nil)", others "(null)" or "0x0"; an empty field is taken the same way.
+bool IsNullSpelling(std::string_view s) {
+  return s.empty() || s == "(nil)" || s == "(null)" || s == "nil";
+}
+
+// Stream: RMM generations print the handle as a decimal id, as hex with
+// `0x`, or (recent ones) as bare hex such as 55d0c1a2b3c0; the default stream
+// may come out as a null pointer. Only the order of events matters to a
+// replay, so any of these is accepted and the value kept for reports.
+bool ParseStream(std::string_view s, uint64_t* out) {
+  if (IsNullSpelling(s)) {
+    *out = 0;
+    return true;
+  }
+  return ParseId(s, out) || ParseHex(s, out);
+}
+
+// The first line: RMM's header, possibly with columns after the six it has
+// always had (kept for the reader's future; ignored here). Returns the number
+// of columns, or 0 if `line` is not such a header.
+int HeaderColumns(std::string_view line) {
+  if (line.substr(0, kHeader.size()) != kHeader) return 0;
+  if (line.size() == kHeader.size()) return kNumColumns;
+  if (line[kHeader.size()] != ',') return 0;
+  return kNumColumns + static_cast<int>(std::count(
+                           line.begin() + kHeader.size(), line.end(), ','));
+}
+
+// Whether `line` looks like an RMM data row (a log whose header was lost,
+// e.g. appended to by a second process): six or more columns with a known
+// action in the third.
+bool LooksLikeRow(std::string_view line) {
+  size_t a = line.find(',');
+  if (a == std::string_view::npos) return false;
+  size_t b = line.find(',', a + 1);
+  if (b == std::string_view::npos) return false;
+  size_t c = line.find(',', b + 1);
+  if (c == std::string_view::npos) return false;
+  const std::string_view action = line.substr(b + 1, c - b - 1);
+  return (action == "allocate" || action == "free" || action == "deallocate" ||
+          action == "allocate failure") &&
+         std::count(line.begin(), line.end(), ',') >= kNumColumns - 1;
+}
+
 // Time: seconds as a decimal number (our traces), or RMM's wall-clock
 // `HH:MM:SS.ffffff`. Only the order of events matters to a replay, so the
 // clock form is turned into seconds since midnight.
@@ -142,6 +187,8 @@ absl::StatusOr<Trace> ParseTraceImpl(std::string_view csv, std::string name,
   size_t line_no = 0;
   size_t pos = 0;
   bool saw_header = false;
+  // Columns per row: the header's count, or with no header at least six.
+  int columns = 0;
   // A blank line is accepted only if nothing but blank lines follows it.
   size_t first_blank_line = 0;
   while (pos < csv.size()) {
@@ -160,21 +207,30 @@ absl::StatusOr<Trace> ParseTraceImpl(std::string_view csv, std::string name,
                        "blank line in the middle of the trace");
     }
     if (!saw_header) {
-      if (line != kHeader) {
-        return LineError(label, line_no,
-                         absl::StrCat("expected the header '", Av(kHeader),
-                                      "', got ", Quote(line)));
-      }
       saw_header = true;
-      continue;
+      columns = HeaderColumns(line);
+      if (columns != 0) continue;
+      // No header: RMM's rows from the first line on.
+      if (!LooksLikeRow(line)) {
+        return LineError(
+            label, line_no,
+            absl::StrCat("expected the header '", Av(kHeader),
+                         "' or an RMM log row, got ", Quote(line)));
+      }
+      columns = -kNumColumns;
     }
 
     std::string_view f[kNumColumns];
     int n = SplitFields(line, f);
-    if (n != kNumColumns) {
-      return LineError(label, line_no,
-                       absl::StrFormat("expected %d columns (%s), got %d",
-                                       kNumColumns, Av(kHeader), n));
+    if (columns > 0 ? n != columns : n < kNumColumns) {
+      return LineError(
+          label, line_no,
+          columns > 0
+              ? absl::StrFormat(
+                    "expected %d columns (as the header has), got %d", columns,
+                    n)
+              : absl::StrFormat("expected at least %d columns (%s), got %d",
+                                kNumColumns, Av(kHeader), n));
     }
     TraceEvent e;
     e.line = line_no;
@@ -189,7 +245,7 @@ absl::StatusOr<Trace> ParseTraceImpl(std::string_view csv, std::string name,
     }
     if (f[2] == "allocate") {
       e.action = TraceEvent::Action::kAllocate;
-    } else if (f[2] == "free") {
+    } else if (f[2] == "free" || f[2] == "deallocate") {
       e.action = TraceEvent::Action::kFree;
     } else if (f[2] == "allocate failure") {
       e.action = TraceEvent::Action::kAllocateFailure;
@@ -199,7 +255,11 @@ absl::StatusOr<Trace> ParseTraceImpl(std::string_view csv, std::string name,
           absl::StrCat("unknown Action ", Quote(f[2]),
                        " (expected allocate, free or allocate failure)"));
     }
-    if (!ParseHex(f[3], &e.pointer)) {
+    // A failed allocation has no pointer: RMM logs nullptr through %p.
+    if (e.action == TraceEvent::Action::kAllocateFailure &&
+        IsNullSpelling(f[3])) {
+      e.pointer = 0;
+    } else if (!ParseHex(f[3], &e.pointer)) {
       return LineError(label, line_no,
                        absl::StrCat("bad Pointer ", Quote(f[3]),
                                     " (expected hex like 0x7f3a00)"));
@@ -211,7 +271,7 @@ absl::StatusOr<Trace> ParseTraceImpl(std::string_view csv, std::string name,
                                     " (expected bytes as a decimal integer)"));
     }
     e.size = static_cast<size_t>(size);
-    if (!ParseId(f[5], &e.stream)) {
+    if (!ParseStream(f[5], &e.stream)) {
       return LineError(label, line_no,
                        absl::StrCat("bad Stream ", Quote(f[5])));
     }

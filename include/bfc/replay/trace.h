@@ -44,7 +44,13 @@ struct Trace {
   std::vector<TraceEvent> events;
 };
 
-// Parses CSV text. Errors name the line and say what is wrong with it.
+// Parses CSV text: RAPIDS RMM's logging_resource_adaptor log as every
+// generation writes it (tests/data/formats): the header
+// `Thread,Time,Action,Pointer,Size,Stream` (columns after Stream ignored) or
+// none (rows from the first line); Action allocate, free (or deallocate) or
+// `allocate failure`, whose pointer may be a null spelling ((nil), (null),
+// 0x0, empty); Stream in decimal, hex with or without 0x, or null; Time in
+// seconds or HH:MM:SS.ffffff. Errors name the line and say what is wrong.
 absl::StatusOr<Trace> ParseTrace(std::string_view csv, std::string name);
 
 // The path ReadTrace reads as standard input (a file named "-" is "./-").
