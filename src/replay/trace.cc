@@ -180,6 +180,15 @@ absl::StatusOr<Trace> ParseTraceImpl(std::string_view csv, std::string name,
   trace.name = std::move(name);
   // UTF-8 byte order mark, as spreadsheet programs write it.
   if (csv.substr(0, 3) == "\xEF\xBB\xBF") csv.remove_prefix(3);
+  // A Python pickle (protocol 2 and up starts with 0x80 and the protocol):
+  // most likely a PyTorch memory snapshot, which has a converter.
+  if (csv.size() >= 2 && csv[0] == '\x80' && csv[1] >= 2 && csv[1] <= 5) {
+    return LineError(
+        label, 1,
+        "this is a Python pickle (a PyTorch memory snapshot?), not an RMM "
+        "log; convert a snapshot with tools/snapshot_to_csv.py SNAPSHOT | "
+        "bfc-replay -");
+  }
 
   trace.events.reserve(
       static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')));
