@@ -20,6 +20,7 @@ namespace bfc::c_api {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(AllocConfTest, EmptyIsTheDefaults) {
   for (const char* text : {"", " ", ",", " , ,"}) {
@@ -79,7 +80,7 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
            Case{"colour:red", "BFC_ALLOC_CONF: unknown key \"colour\""},
            Case{"backend:tpu",
                 "BFC_ALLOC_CONF: bad value \"tpu\" for backend "
-                "(accepted values: cuda, host, virtual)"},
+                "(accepted values: cuda (or native), host, virtual)"},
            Case{"allow_growth:maybe",
                 "bad value \"maybe\" for allow_growth (accepted values: true, "
                 "false)"},
@@ -102,6 +103,45 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
     ASSERT_FALSE(conf.ok()) << c.text;
     EXPECT_EQ(conf.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(conf.status().message(), HasSubstr(c.message)) << c.text;
+  }
+}
+
+// What a PyTorch user types out of habit: every PyTorch allocator key has an
+// outcome -- mapped (backend:native, expandable_segments:False) or refused
+// with what to use instead, never "unknown key".
+TEST(AllocConfTest, PyTorchKeysAreMappedOrRefusedWithWhatToUseInstead) {
+  absl::StatusOr<AllocConf> conf = ParseAllocConf("backend:native");
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  EXPECT_EQ(conf->backend, Backend::kCuda);
+  conf = ParseAllocConf("expandable_segments:False,backend:host");
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  EXPECT_EQ(conf->backend, Backend::kHost);
+  conf = ParseAllocConf("expandable_segments:0");
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{"expandable_segments:True", "backend:cuda"},
+           Case{"max_split_size_mb:128", "fragmentation_fraction"},
+           Case{"garbage_collection_threshold:0.8", "garbage_collection:true"},
+           Case{"roundup_power2_divisions:4", "no rounding option"},
+           Case{"pinned_use_cuda_host_register:True",
+                "PyTorch's own pinned-memory allocator"},
+           Case{"pinned_num_register_threads:8",
+                "PyTorch's own pinned-memory allocator"},
+           Case{"pinned_use_background_threads:True",
+                "PyTorch's own pinned-memory allocator"},
+           Case{"release_lock_on_cudamalloc:True", "never holds its lock"},
+           Case{"backend:cudaMallocAsync", "use backend:cuda"},
+       }) {
+    SCOPED_TRACE(c.text);
+    conf = ParseAllocConf(c.text);
+    ASSERT_FALSE(conf.ok());
+    EXPECT_EQ(conf.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(conf.status().message(), HasSubstr(c.says));
+    EXPECT_THAT(conf.status().message(), Not(HasSubstr("unknown key")));
   }
 }
 

@@ -504,7 +504,7 @@ TEST_F(CApiTest, BadConfigurationsFailCleanlyWithTheDocumentedMessage) {
         "accepted values: true, false"}},
       {"backend:gpu",
        {"bad value \"gpu\" for backend",
-        "accepted values: cuda, host, virtual"}},
+        "accepted values: cuda (or native), host, virtual"}},
       {"backend:host,garbage_collection:1",
        {"for garbage_collection", "true, false"}},
       {"memory_limit:8XB", {"for memory_limit", "GiB"}},

@@ -23,7 +23,7 @@
  *       BFC_ALLOC_CONF="backend:cuda,allow_growth:true,memory_limit:8GiB"
  *
  *     Comma-separated key:value pairs, each key at most once:
- *       backend                 cuda (default) | host | virtual
+ *       backend                 cuda (default; also "native") | host | virtual
  *       allow_growth            true | false            (default true)
  *       allow_retry_on_failure  true | false            (default true)
  *       garbage_collection      true | false            (default false)
@@ -37,6 +37,11 @@
  *                               1024-based)
  *       memory_fraction         a number in (0, 1]: that fraction of the
  *                               device's memory
+ *     PyTorch's own keys (expandable_segments, max_split_size_mb,
+ *     garbage_collection_threshold, roundup_power2_divisions, pinned_*,
+ *     release_lock_on_cudamalloc, backend:cudaMallocAsync) are refused with
+ *     what to use instead; expandable_segments:False (PyTorch's default) is
+ *     accepted and changes nothing.
  *     memory_limit and memory_fraction exclude each other. Without either the
  *     limit is: cuda, the device's free memory when its allocator is created
  *     (cudaMemGetInfo); host, the machine's physical memory; virtual, 64 GiB.

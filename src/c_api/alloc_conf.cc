@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,6 +22,37 @@ namespace {
 
 constexpr const char* kOwnKeys[] = {"backend", "memory_limit",
                                     "memory_fraction"};
+
+// PyTorch's PYTORCH_CUDA_ALLOC_CONF keys, which a PyTorch user types here
+// out of habit. None has a bfc option of the same meaning (yet), so each is
+// refused with what to use instead, rather than "unknown key".
+struct PyTorchKey {
+  const char* key;
+  const char* instead;
+};
+constexpr PyTorchKey kPyTorchKeys[] = {
+    {"expandable_segments",
+     "bfc has no expandable (VMM) backend yet; leave it out (False is "
+     "accepted) or use backend:cuda, which grows its pool like TF"},
+    {"max_split_size_mb",
+     "PyTorch's never-split-above size has no bfc equivalent; bfc splits as "
+     "TF does, with its internal-fragmentation cap set by "
+     "fragmentation_fraction (a fraction of the memory limit)"},
+    {"garbage_collection_threshold",
+     "bfc has no usage threshold; use garbage_collection:true to give fully "
+     "free regions back when an allocation would otherwise fail"},
+    {"roundup_power2_divisions",
+     "bfc rounds requests as TF does (256-byte units, bins by powers of "
+     "two); there is no rounding option"},
+    {"pinned_use_cuda_host_register",
+     "it configures PyTorch's own pinned-memory allocator, not this one"},
+    {"pinned_num_register_threads",
+     "it configures PyTorch's own pinned-memory allocator, not this one"},
+    {"pinned_use_background_threads",
+     "it configures PyTorch's own pinned-memory allocator, not this one"},
+    {"release_lock_on_cudamalloc",
+     "bfc never holds its lock across a driver allocation's wait"},
+};
 
 absl::Status BadValue(absl::string_view key, absl::string_view value,
                       absl::string_view accepted) {
@@ -77,14 +109,22 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
     seen.push_back(key);
 
     if (key == "backend") {
-      if (value == "cuda") {
+      // PyTorch's "native" is its caching allocator over cudaMalloc: bfc's
+      // cuda backend plays that part.
+      if (value == "cuda" || value == "native") {
         conf.backend = Backend::kCuda;
       } else if (value == "host") {
         conf.backend = Backend::kHost;
       } else if (value == "virtual") {
         conf.backend = Backend::kVirtual;
+      } else if (value == "cudaMallocAsync") {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: backend:cudaMallocAsync is PyTorch's setting for CUDA's own "
+            "stream-ordered pool; with bfc loaded, bfc is the allocator: use "
+            "backend:cuda (or native)",
+            kAllocConfEnvVar));
       } else {
-        return BadValue(key, value, "cuda, host, virtual");
+        return BadValue(key, value, "cuda (or native), host, virtual");
       }
     } else if (key == "memory_limit") {
       absl::StatusOr<uint64_t> bytes = ParseByteSize(value);
@@ -105,6 +145,23 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
         return BadValue(key, value, OptionKindGrammar(field->kind));
       }
     } else {
+      for (const PyTorchKey& pt : kPyTorchKeys) {
+        if (key != pt.key) continue;
+        // PyTorch's default, which changes nothing.
+        if (key == "expandable_segments" &&
+            (absl::EqualsIgnoreCase(value, "false") || value == "0")) {
+          break;
+        }
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: %s is a PyTorch allocator setting that bfc does not take: "
+            "%s",
+            kAllocConfEnvVar, key, pt.instead));
+      }
+      bool pytorch_default = false;
+      for (const PyTorchKey& pt : kPyTorchKeys) {
+        pytorch_default |= key == pt.key;
+      }
+      if (pytorch_default) continue;
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: unknown key \"%s\" (accepted keys: %s)",
                           kAllocConfEnvVar, key, AllocConfKeys()));
