@@ -50,6 +50,25 @@ absl::Status CudaStreamSynchronize(void* stream);
 absl::Status CudaMemGetInfo(int device, size_t* free_bytes,
                             size_t* total_bytes);
 
+namespace internal {
+
+// Blocks a CUDA sub-allocator padded for an alignment the driver did not
+// give (it promises 256 bytes; large blocks are often 2 MiB aligned, never
+// more): the aligned pointer handed out -> the block's own address.
+class PaddedBlocks {
+ public:
+  void Remember(void* aligned, void* base);
+  // The driver's address for `ptr` (`ptr` itself unless it was padded);
+  // forgets it.
+  void* Take(void* ptr);
+
+ private:
+  Mutex mu_;
+  std::map<void*, void*> bases_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace internal
+
 class CudaDeviceSubAllocator : public SubAllocator {
  public:
   explicit CudaDeviceSubAllocator(int device_ordinal);
@@ -70,11 +89,7 @@ class CudaDeviceSubAllocator : public SubAllocator {
 
  private:
   const int device_ordinal_;
-  // Blocks over-allocated for an alignment the driver did not give (it
-  // promises 256 bytes; large blocks are often 2 MiB aligned, never more):
-  // the aligned pointer handed out -> what the driver returned.
-  internal::Mutex mu_;
-  std::map<void*, void*> aligned_bases_ ABSL_GUARDED_BY(mu_);
+  internal::PaddedBlocks padded_;
 };
 
 class CudaPinnedSubAllocator : public SubAllocator {
@@ -94,9 +109,7 @@ class CudaPinnedSubAllocator : public SubAllocator {
   absl::Status Availability() const override;
 
  private:
-  // As CudaDeviceSubAllocator's.
-  internal::Mutex mu_;
-  std::map<void*, void*> aligned_bases_ ABSL_GUARDED_BY(mu_);
+  internal::PaddedBlocks padded_;
 };
 
 }  // namespace bfc

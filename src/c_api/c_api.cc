@@ -83,7 +83,6 @@ size_t Limit(const AllocConf& config, size_t device_bytes,
   return default_bytes;
 }
 
-
 absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
     const AllocConf& config, int device) {
   const std::string name =

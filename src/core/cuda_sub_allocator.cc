@@ -68,6 +68,25 @@ const CudaDriver* DriverOrLog(const std::string& who, const std::string& what) {
   return true;
 }
 
+// num_bytes plus the most padding an `alignment` can need past the driver's
+// guarantee, into *out; false (logged) when that overflows.
+[[nodiscard]] bool PaddedSize(const std::string& who,
+                              const std::string& request, size_t num_bytes,
+                              size_t alignment, size_t* out) {
+  if (__builtin_add_overflow(num_bytes, alignment - kCudaGuaranteedAlignment,
+                             out)) {
+    Log(LogSeverity::kError,
+        absl::StrFormat("%s: %s: size plus alignment overflows", who, request));
+    return false;
+  }
+  return true;
+}
+
+void* AlignInside(void* base, size_t alignment) {
+  return reinterpret_cast<void*>(
+      internal::AlignUp(reinterpret_cast<uintptr_t>(base), alignment));
+}
+
 void LogFailure(const std::string& who, const absl::Status& status) {
   Log(LogSeverity::kError, absl::StrFormat("%s: %s", who, status.message()));
 }
@@ -107,6 +126,27 @@ absl::Status CudaMemGetInfo(int device, size_t* free_bytes,
   }
   return absl::OkStatus();
 }
+
+// --- PaddedBlocks
+// -------------------------------------------------------------
+
+namespace internal {
+
+void PaddedBlocks::Remember(void* aligned, void* base) {
+  MutexLock lock(&mu_);
+  bases_[aligned] = base;
+}
+
+void* PaddedBlocks::Take(void* ptr) {
+  MutexLock lock(&mu_);
+  auto it = bases_.find(ptr);
+  if (it == bases_.end()) return ptr;
+  void* base = it->second;
+  bases_.erase(it);
+  return base;
+}
+
+}  // namespace internal
 
 // --- CudaDeviceSubAllocator ------------------------------------------------
 
@@ -172,11 +212,7 @@ void* CudaDeviceSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     // inside, remembering the block's own address for Free.
     (void)driver->MemFree(dptr);
     size_t padded = 0;
-    if (__builtin_add_overflow(num_bytes, alignment - kCudaGuaranteedAlignment,
-                               &padded)) {
-      Log(LogSeverity::kError,
-          absl::StrFormat("%s: %s: size plus alignment overflows", who,
-                          request));
+    if (!PaddedSize(who, request, num_bytes, alignment, &padded)) {
       return nullptr;
     }
     const CUresult again = driver->MemAlloc(&dptr, padded);
@@ -188,10 +224,8 @@ void* CudaDeviceSubAllocator::Alloc(size_t alignment, size_t num_bytes,
       return nullptr;
     }
     void* base = reinterpret_cast<void*>(static_cast<uintptr_t>(dptr));
-    ptr = reinterpret_cast<void*>(
-        (static_cast<uintptr_t>(dptr) + alignment - 1) & ~(alignment - 1));
-    MutexLock lock(&mu_);
-    aligned_bases_[ptr] = base;
+    ptr = AlignInside(base, alignment);
+    padded_.Remember(ptr, base);
   }
   if (bytes_received != nullptr) *bytes_received = num_bytes;
   VisitAlloc(ptr, device_ordinal_, num_bytes);
@@ -214,15 +248,7 @@ void CudaDeviceSubAllocator::Free(void* ptr, size_t num_bytes) {
     // error message.
     LogFailure(who, scoped.status());
   }
-  void* base = ptr;
-  {
-    MutexLock lock(&mu_);
-    auto it = aligned_bases_.find(ptr);
-    if (it != aligned_bases_.end()) {
-      base = it->second;
-      aligned_bases_.erase(it);
-    }
-  }
+  void* base = padded_.Take(ptr);
   const CUresult result = driver->MemFree(
       static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(base)));
   if (result != CUDA_SUCCESS)
@@ -283,11 +309,7 @@ void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     // As for device memory: pad, align inside, remember the block.
     (void)driver->MemFreeHost(ptr);
     size_t padded = 0;
-    if (__builtin_add_overflow(num_bytes, alignment - kCudaGuaranteedAlignment,
-                               &padded)) {
-      Log(LogSeverity::kError,
-          absl::StrFormat("%s: %s: size plus alignment overflows", who,
-                          request));
+    if (!PaddedSize(who, request, num_bytes, alignment, &padded)) {
       return nullptr;
     }
     void* base = nullptr;
@@ -299,10 +321,8 @@ void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
                           result));
       return nullptr;
     }
-    ptr = reinterpret_cast<void*>(
-        (reinterpret_cast<uintptr_t>(base) + alignment - 1) & ~(alignment - 1));
-    MutexLock lock(&mu_);
-    aligned_bases_[ptr] = base;
+    ptr = AlignInside(base, alignment);
+    padded_.Remember(ptr, base);
   }
   if (bytes_received != nullptr) *bytes_received = num_bytes;
   // Pinned memory has no device; index 0 stands for "host / NUMA node 0".
@@ -324,15 +344,7 @@ void CudaPinnedSubAllocator::Free(void* ptr, size_t num_bytes) {
     scoped.emplace(*driver, 0);
     if (!scoped->status().ok()) LogFailure(who, scoped->status());
   }
-  void* base = ptr;
-  {
-    MutexLock lock(&mu_);
-    auto it = aligned_bases_.find(ptr);
-    if (it != aligned_bases_.end()) {
-      base = it->second;
-      aligned_bases_.erase(it);
-    }
-  }
+  void* base = padded_.Take(ptr);
   const CUresult result = driver->MemFreeHost(base);
   if (result != CUDA_SUCCESS)
     LogFailure(who, driver->CallError(request, result));
