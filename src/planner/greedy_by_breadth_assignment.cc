@@ -27,49 +27,13 @@ bool HasRoom(const Schedule& schedule, const TensorUsageRecord<size_t>& rec) {
   return true;
 }
 
-// Tensors by the start tasks they are live at, for "which unassigned tensors
-// are live at task k" without rescanning all of them: a segment tree over the
-// start-task indices, each tensor listed in the O(log T) nodes that cover its
-// range. The tensors listed on the path to leaf k are exactly those live at
-// start task k. Every tensor live at a visited task gets assigned there, so a
-// visit takes the lists it reads and empties them: each listing is read once.
-class LiveAtTask {
- public:
-  explicit LiveAtTask(size_t num_tasks) : leaves_(1) {
-    while (leaves_ < num_tasks) leaves_ *= 2;
-    lists_.resize(2 * leaves_);
-  }
-
-  // Lists `tensor` as live at start-task indices [lo, hi] (inclusive).
-  void Add(size_t lo, size_t hi, size_t tensor) {
-    for (size_t l = lo + leaves_, r = hi + leaves_ + 1; l < r; l /= 2, r /= 2) {
-      if (l & 1) lists_[l++].push_back(tensor);
-      if (r & 1) lists_[--r].push_back(tensor);
-    }
-  }
-
-  // Appends the tensors listed as live at index k to *out and forgets them.
-  // A tensor's nodes cover disjoint ranges and the nodes on one root-to-leaf
-  // path are nested, so each tensor comes out at most once per call; one
-  // listed in other nodes too may come out again at a later index.
-  void Take(size_t k, std::vector<size_t>* out) {
-    for (size_t node = k + leaves_; node >= 1; node /= 2) {
-      out->insert(out->end(), lists_[node].begin(), lists_[node].end());
-      std::vector<size_t>().swap(lists_[node]);
-    }
-  }
-
- private:
-  size_t leaves_;
-  std::vector<std::vector<size_t>> lists_;
-};
-
 }  // namespace
 
 // TFLite's rule, kept exactly (greedy_equivalence_test checks it against the
 // quadratic original, which rescanned every unassigned tensor at each task and
 // every object for each tensor):
-//  - the tensors live at a task come from LiveAtTask (each read once);
+//  - the tensors live at a task come from a StabIndex over start tasks,
+//    taken as they are found (each listing read once);
 //  - the object is found in an ordered index of (size, id): the smallest
 //    object at least as big as the tensor with room, else the biggest smaller
 //    one with room, the lowest id among equal sizes. Only objects without room
@@ -120,19 +84,14 @@ absl::Status GreedyByBreadthAssignment(
   std::stable_sort(task_order.begin(), task_order.end(),
                    [&](size_t a, size_t b) { return breadth[a] > breadth[b]; });
 
-  // A tensor is live at the start tasks from its own first_task to the last
-  // start task not after its last_task.
-  LiveAtTask live_at(tasks.size());
+  // Each tensor listed over the start tasks it is live at. Every tensor live
+  // at a visited task is assigned there, so each visit takes (and forgets)
+  // what it finds: each listing is read once.
+  internal::StabIndex live_at(tasks.size());
   for (size_t i = 0; i < n; ++i) {
     const TensorUsageRecord<size_t>& rec = usage_records[i];
-    const size_t lo = static_cast<size_t>(
-        std::lower_bound(tasks.begin(), tasks.end(), rec.first_task) -
-        tasks.begin());
-    const size_t hi =
-        static_cast<size_t>(
-            std::upper_bound(tasks.begin(), tasks.end(), rec.last_task) -
-            tasks.begin()) -
-        1;
+    size_t lo, hi;
+    internal::StartTaskRange(tasks, rec, &lo, &hi);
     live_at.Add(lo, hi, i);
   }
 

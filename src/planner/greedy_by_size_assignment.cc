@@ -24,37 +24,6 @@ std::vector<size_t> OrderBySizeDescending(
   return order;
 }
 
-// Intervals over [0, num_points) for stabbing queries: a segment tree in
-// which each interval is listed in the O(log T) nodes that cover it, so the
-// intervals containing a point are those listed on the path to its leaf, each
-// exactly once. O(log T + found) per query.
-class StabIndex {
- public:
-  explicit StabIndex(size_t num_points) : leaves_(1) {
-    while (leaves_ < num_points) leaves_ *= 2;
-    lists_.resize(2 * leaves_);
-  }
-
-  // Lists `id` over the points [lo, hi] (inclusive).
-  void Add(size_t lo, size_t hi, size_t id) {
-    for (size_t l = lo + leaves_, r = hi + leaves_ + 1; l < r; l /= 2, r /= 2) {
-      if (l & 1) lists_[l++].push_back(id);
-      if (r & 1) lists_[--r].push_back(id);
-    }
-  }
-
-  // Appends the ids of the intervals containing `point` to *out.
-  void Stab(size_t point, std::vector<size_t>* out) const {
-    for (size_t node = point + leaves_; node >= 1; node /= 2) {
-      out->insert(out->end(), lists_[node].begin(), lists_[node].end());
-    }
-  }
-
- private:
-  size_t leaves_;
-  std::vector<std::vector<size_t>> lists_;
-};
-
 // Priority of an unassigned tensor in GreedyBySizeDistPriorityAssignment.
 struct SizeDistPriority {
   size_t position = 0;  // size class: lower is bigger
@@ -115,7 +84,7 @@ absl::Status GreedyBySizeAssignment(
   // live at (start-task indices [start_index, end_index]).
   const std::vector<TaskId> tasks = internal::StartTasks(usage_records);
   std::set<std::pair<TaskId, size_t>> placed_by_first;
-  StabIndex placed_live(tasks.size());
+  internal::StabIndex placed_live(tasks.size());
   std::vector<size_t> start_index(n);
   // Placement order of each tensor: the tie order among equal offsets.
   std::vector<size_t> sequence(n);
@@ -123,14 +92,8 @@ absl::Status GreedyBySizeAssignment(
   size_t placed = 0;
   for (size_t i : OrderBySizeDescending(usage_records)) {
     const TensorUsageRecord<size_t>& rec = usage_records[i];
-    const size_t first_index = static_cast<size_t>(
-        std::lower_bound(tasks.begin(), tasks.end(), rec.first_task) -
-        tasks.begin());
-    const size_t last_index =
-        static_cast<size_t>(
-            std::upper_bound(tasks.begin(), tasks.end(), rec.last_task) -
-            tasks.begin()) -
-        1;
+    size_t first_index, last_index;
+    internal::StartTaskRange(tasks, rec, &first_index, &last_index);
 
     near.clear();
     placed_live.Stab(first_index, &near);

@@ -197,6 +197,64 @@ std::vector<size_t> CalculatePositionalMaximums(
 std::vector<TaskId> StartTasks(
     const std::vector<TensorUsageRecord<size_t>>& usage_records);
 
+// The indices into `tasks` (StartTasks) of the start tasks `record` is live
+// at: [*first, *last]. Every record is live at its own first_task, so the
+// range is never empty.
+inline void StartTaskRange(const std::vector<TaskId>& tasks,
+                           const TensorUsageRecord<size_t>& record,
+                           size_t* first, size_t* last) {
+  *first = static_cast<size_t>(
+      std::lower_bound(tasks.begin(), tasks.end(), record.first_task) -
+      tasks.begin());
+  *last = static_cast<size_t>(
+              std::upper_bound(tasks.begin(), tasks.end(), record.last_task) -
+              tasks.begin()) -
+          1;
+}
+
+// Intervals over the points [0, num_points) (start-task indices), for
+// "which intervals contain point k": a segment tree in which each interval is
+// listed in the O(log T) nodes that cover it. The intervals listed on the
+// path to leaf k are exactly those containing k, each once (an interval's
+// nodes cover disjoint ranges; a path's nodes are nested). O(log T + found).
+class StabIndex {
+ public:
+  explicit StabIndex(size_t num_points) : leaves_(1) {
+    while (leaves_ < num_points) leaves_ *= 2;
+    lists_.resize(2 * leaves_);
+  }
+
+  // Lists `id` over the points [lo, hi] (inclusive).
+  void Add(size_t lo, size_t hi, size_t id) {
+    for (size_t l = lo + leaves_, r = hi + leaves_ + 1; l < r; l /= 2, r /= 2) {
+      if (l & 1) lists_[l++].push_back(id);
+      if (r & 1) lists_[--r].push_back(id);
+    }
+  }
+
+  // Appends the ids of the intervals containing `point` to *out.
+  void Stab(size_t point, std::vector<size_t>* out) const {
+    for (size_t node = point + leaves_; node >= 1; node /= 2) {
+      out->insert(out->end(), lists_[node].begin(), lists_[node].end());
+    }
+  }
+
+  // As Stab, and forgets every listing it read, for callers that are done
+  // with an interval once it has been found at any point: each listing is
+  // then read once over all calls (an interval listed in other nodes may
+  // still come out at a later point).
+  void Take(size_t point, std::vector<size_t>* out) {
+    for (size_t node = point + leaves_; node >= 1; node /= 2) {
+      out->insert(out->end(), lists_[node].begin(), lists_[node].end());
+      std::vector<size_t>().swap(lists_[node]);
+    }
+  }
+
+ private:
+  size_t leaves_;
+  std::vector<std::vector<size_t>> lists_;
+};
+
 }  // namespace internal
 }  // namespace planner
 }  // namespace bfc
