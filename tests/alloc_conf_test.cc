@@ -77,13 +77,12 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
                 "BFC_ALLOC_CONF: entry \"allow_growth\" is not "
                 "key:value (accepted keys: backend, "
                 "memory_limit, memory_fraction, allow_growth"},
-           Case{"colour:red", "BFC_ALLOC_CONF: unknown key \"colour\""},
            Case{"backend:tpu",
                 "BFC_ALLOC_CONF: bad value \"tpu\" for backend "
                 "(accepted values: cuda (or native), host, virtual)"},
            Case{"allow_growth:maybe",
                 "bad value \"maybe\" for allow_growth (accepted values: true, "
-                "false)"},
+                "false, 1, 0 (any case))"},
            Case{"retry_timeout:soon",
                 "bad value \"soon\" for retry_timeout (accepted values: a "
                 "finite duration >= 0"},
@@ -107,17 +106,21 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
 }
 
 // What a PyTorch user types out of habit: every PyTorch allocator key has an
-// outcome -- mapped (backend:native, expandable_segments:False) or refused
-// with what to use instead, never "unknown key".
-TEST(AllocConfTest, PyTorchKeysAreMappedOrRefusedWithWhatToUseInstead) {
+// outcome -- mapped (backend:native, backend:cudaMallocAsync,
+// expandable_segments:False) or ignored with what to use instead, never
+// "unknown key" and never a failed configuration.
+TEST(AllocConfTest, PyTorchKeysAreMappedOrIgnoredWithWhatToUseInstead) {
   absl::StatusOr<AllocConf> conf = ParseAllocConf("backend:native");
   ASSERT_TRUE(conf.ok()) << conf.status();
   EXPECT_EQ(conf->backend, Backend::kCuda);
+  EXPECT_TRUE(conf->ignored.empty());
   conf = ParseAllocConf("expandable_segments:False,backend:host");
   ASSERT_TRUE(conf.ok()) << conf.status();
   EXPECT_EQ(conf->backend, Backend::kHost);
+  EXPECT_TRUE(conf->ignored.empty());
   conf = ParseAllocConf("expandable_segments:0");
   ASSERT_TRUE(conf.ok()) << conf.status();
+  EXPECT_TRUE(conf->ignored.empty());
   struct Case {
     const char* text;
     const char* says;
@@ -134,15 +137,43 @@ TEST(AllocConfTest, PyTorchKeysAreMappedOrRefusedWithWhatToUseInstead) {
            Case{"pinned_use_background_threads:True",
                 "PyTorch's own pinned-memory allocator"},
            Case{"release_lock_on_cudamalloc:True", "never holds its lock"},
-           Case{"backend:cudaMallocAsync", "use backend:cuda"},
+           Case{"backend:cudaMallocAsync", "serving backend:cuda"},
        }) {
     SCOPED_TRACE(c.text);
-    conf = ParseAllocConf(c.text);
-    ASSERT_FALSE(conf.ok());
-    EXPECT_EQ(conf.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(conf.status().message(), HasSubstr(c.says));
-    EXPECT_THAT(conf.status().message(), Not(HasSubstr("unknown key")));
+    conf = ParseAllocConf(
+        absl::StrCat("memory_limit:1GiB,", c.text, ",allow_growth:false"));
+    ASSERT_TRUE(conf.ok()) << conf.status();
+    ASSERT_EQ(conf->ignored.size(), 1u);
+    EXPECT_THAT(conf->ignored[0], HasSubstr("BFC_ALLOC_CONF: "));
+    EXPECT_THAT(conf->ignored[0], HasSubstr(c.says));
+    EXPECT_THAT(conf->ignored[0], Not(HasSubstr("unknown key")));
+    // The keys around it still apply.
+    EXPECT_EQ(conf->memory_limit, uint64_t{1} << 30);
+    EXPECT_FALSE(conf->options.allow_growth);
   }
+  conf = ParseAllocConf("backend:cudaMallocAsync");
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  EXPECT_EQ(conf->backend, Backend::kCuda);
+}
+
+// A key nobody takes is said and skipped; a typo names the key it is near.
+TEST(AllocConfTest, UnknownKeysAreIgnoredWithTheNearestKey) {
+  absl::StatusOr<AllocConf> conf =
+      ParseAllocConf("memory_limt:8GiB,colour:red,alow_growth:false");
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  ASSERT_EQ(conf->ignored.size(), 3u);
+  EXPECT_THAT(conf->ignored[0],
+              HasSubstr("BFC_ALLOC_CONF: unknown key \"memory_limt\" "
+                        "(did you mean memory_limit?) (accepted keys: "));
+  EXPECT_THAT(conf->ignored[1], HasSubstr("unknown key \"colour\" "
+                                          "(accepted keys: backend, "));
+  EXPECT_THAT(conf->ignored[2], HasSubstr("(did you mean allow_growth?)"));
+  EXPECT_FALSE(conf->memory_limit.has_value());
+  EXPECT_TRUE(conf->options.allow_growth);
+  // Still one key each: a repeated unknown key is an error like any other.
+  conf = ParseAllocConf("colour:red,colour:blue");
+  ASSERT_FALSE(conf.ok());
+  EXPECT_THAT(conf.status().message(), HasSubstr("given more than once"));
 }
 
 // bfc/c_api.h is where a framework user reads the grammar: it lists every

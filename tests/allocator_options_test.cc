@@ -83,6 +83,21 @@ TEST(AllocatorOptionsTest, EveryValueRoundTripsThroughText) {
   EXPECT_NE(back, AllocatorOptions());
 }
 
+// PyTorch's settings write True/False; environment variables 1/0.
+TEST(AllocatorOptionsTest, BooleansTakeEverySpellingUsersType) {
+  for (const char* text : {"true", "True", "TRUE", "1"}) {
+    AllocatorOptions o;
+    ASSERT_TRUE(SetAllocatorOption(o, "garbage_collection", text).ok()) << text;
+    EXPECT_TRUE(o.garbage_collection) << text;
+  }
+  for (const char* text : {"false", "False", "FALSE", "0"}) {
+    AllocatorOptions o;
+    o.allow_growth = true;
+    ASSERT_TRUE(SetAllocatorOption(o, "allow_growth", text).ok()) << text;
+    EXPECT_FALSE(o.allow_growth) << text;
+  }
+}
+
 TEST(AllocatorOptionsTest, BadValuesNameTheOptionAndLeaveItAlone) {
   struct Case {
     const char* name;
@@ -91,7 +106,8 @@ TEST(AllocatorOptionsTest, BadValuesNameTheOptionAndLeaveItAlone) {
   };
   for (const Case& c : {
            Case{"allow_growth", "yes", "true, false"},
-           Case{"allow_growth", "1", "true, false"},
+           Case{"allow_growth", "2", "true, false"},
+           Case{"allow_growth", "on", "true, false"},
            Case{"fragmentation_fraction", "1.5", "a number in [0, 1]"},
            Case{"fragmentation_fraction", "-0.1", "a number in [0, 1]"},
            Case{"fragmentation_fraction", "nan", "a number in [0, 1]"},

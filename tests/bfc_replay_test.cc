@@ -280,6 +280,14 @@ TEST_F(BfcReplayTest, BadConfIsAUsageError) {
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--conf: unknown key \"bogus\""));
+  // What the .so says and skips, a replay refuses: its answer would be for
+  // other settings than the ones asked about.
+  r = Run("--conf 'max_oom_logz:1,max_split_size_mb:64'");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--conf: unknown key \"max_oom_logz\" "
+                               "(did you mean max_oom_logs?)"));
+  EXPECT_THAT(r.err, HasSubstr("\n--conf: max_split_size_mb is a PyTorch"));
   r = Run("", "BFC_ALLOC_CONF='max_oom_logs:lots'");
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.code, 2);

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -79,6 +80,7 @@ static_assert(std::is_same_v<decltype(&bfc_get_stats), GetStatsFn>);
 static_assert(std::is_same_v<decltype(&bfc_reset_peak_stats), ResetPeakFn>);
 static_assert(std::is_same_v<decltype(&bfc_last_error), StringFn>);
 static_assert(std::is_same_v<decltype(&bfc_version), StringFn>);
+static_assert(std::is_same_v<decltype(&bfc_config_warnings), StringFn>);
 static_assert(std::is_same_v<decltype(&bfc_reset_for_testing), VoidFn>);
 
 struct Lib {
@@ -93,6 +95,7 @@ struct Lib {
   ResetPeakFn reset_peak_stats = nullptr;
   StringFn last_error = nullptr;
   StringFn version = nullptr;
+  StringFn config_warnings = nullptr;
   VoidFn reset_for_testing = nullptr;
 };
 
@@ -118,6 +121,7 @@ class CApiTest : public ::testing::Test {
     Resolve(lib_.handle, "bfc_reset_peak_stats", &lib_.reset_peak_stats);
     Resolve(lib_.handle, "bfc_last_error", &lib_.last_error);
     Resolve(lib_.handle, "bfc_version", &lib_.version);
+    Resolve(lib_.handle, "bfc_config_warnings", &lib_.config_warnings);
     Resolve(lib_.handle, "bfc_reset_for_testing", &lib_.reset_for_testing);
   }
 
@@ -176,12 +180,12 @@ TEST_F(CApiTest, ExportsOnlyTheCSymbols) {
   const int rc = pclose(pipe);
   if (exported.empty() && rc != 0) GTEST_SKIP() << "nm is not available";
   const std::set<std::string> expected = {
-      "bfc_malloc",           "bfc_free",
-      "bfc_empty_cache_all",  "bfc_cupy_malloc",
-      "bfc_cupy_free",        "bfc_empty_cache",
-      "bfc_get_stats",        "bfc_reset_peak_stats",
-      "bfc_last_error",       "bfc_version",
-      "bfc_reset_for_testing"};
+      "bfc_malloc",          "bfc_free",
+      "bfc_empty_cache_all", "bfc_cupy_malloc",
+      "bfc_cupy_free",       "bfc_empty_cache",
+      "bfc_get_stats",       "bfc_reset_peak_stats",
+      "bfc_last_error",      "bfc_version",
+      "bfc_config_warnings", "bfc_reset_for_testing"};
   EXPECT_EQ(exported, expected);
 }
 
@@ -505,8 +509,8 @@ TEST_F(CApiTest, BadConfigurationsFailCleanlyWithTheDocumentedMessage) {
       {"backend:gpu",
        {"bad value \"gpu\" for backend",
         "accepted values: cuda (or native), host, virtual"}},
-      {"backend:host,garbage_collection:1",
-       {"for garbage_collection", "true, false"}},
+      {"backend:host,garbage_collection:2",
+       {"for garbage_collection", "true, false, 1, 0"}},
       {"memory_limit:8XB", {"for memory_limit", "GiB"}},
       {"memory_limit:0", {"for memory_limit", "a byte count > 0"}},
       {"memory_fraction:1.5", {"for memory_fraction", "(0, 1]"}},
@@ -514,7 +518,6 @@ TEST_F(CApiTest, BadConfigurationsFailCleanlyWithTheDocumentedMessage) {
       {"fragmentation_fraction:-0.1", {"for fragmentation_fraction", "[0, 1]"}},
       {"retry_timeout:soon", {"for retry_timeout", "10s, 500ms"}},
       {"max_oom_logs:-1", {"for max_oom_logs", "an integer >= 0"}},
-      {"colour:blue", {"unknown key \"colour\"", "accepted keys: backend,"}},
       {"allow_growth", {"\"allow_growth\" is not key:value", "accepted keys"}},
       {"memory_limit:1GiB,memory_fraction:0.5",
        {"memory_limit and memory_fraction", "at most one"}},
@@ -543,6 +546,48 @@ TEST_F(CApiTest, BadConfigurationsFailCleanlyWithTheDocumentedMessage) {
         << "printed more than once:\n"
         << err;
   }
+}
+
+// What a PyTorch user copies from PYTORCH_CUDA_ALLOC_CONF, and typos: each
+// key bfc does not take is said once, at first use, and the rest of the
+// configuration applies -- allocations work.
+TEST_F(CApiTest, KeysGivenForNothingAreSaidOnceAndAllocationsWork) {
+  ::testing::internal::CaptureStderr();
+  Configure(
+      "backend:host,memory_limt:64MiB,max_split_size_mb:128,"
+      "garbage_collection:True,expandable_segments:False,colour:blue");
+  void* p = lib_.malloc(1024, 0, kNoStream);
+  ASSERT_NE(p, nullptr) << LastError();
+  void* q = lib_.malloc(1 << 20, 0, kNoStream);
+  ASSERT_NE(q, nullptr) << LastError();
+  lib_.free(p, 1024, 0, kNoStream);
+  lib_.free(q, 1 << 20, 0, kNoStream);
+  const std::string warnings = lib_.config_warnings();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  for (const char* part :
+       {"unknown key \"memory_limt\" (did you mean memory_limit?) (accepted "
+        "keys: backend,",
+        "max_split_size_mb is a PyTorch allocator setting that bfc does not "
+        "take: ",
+        "fragmentation_fraction (a fraction of the memory limit) (ignored)",
+        "unknown key \"colour\" (accepted keys: backend,"}) {
+    EXPECT_THAT(warnings, HasSubstr(part));
+    const std::string::size_type at = err.find(part);
+    EXPECT_NE(at, std::string::npos) << err;
+    EXPECT_EQ(err.find(part, at + 1), std::string::npos)
+        << "printed more than once:\n"
+        << err;
+  }
+  // expandable_segments:False is PyTorch's default: nothing to say.
+  EXPECT_THAT(warnings, Not(HasSubstr("expandable_segments")));
+  // Three lines: garbage_collection:True is a boolean (PyTorch's spelling),
+  // not a key given for nothing.
+  EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 2) << warnings;
+  // The host backend and its default limit were used, not a failure.
+  EXPECT_EQ(Stats(0).bytes_in_use, 0);
+
+  Configure("backend:host");
+  EXPECT_STREQ(lib_.config_warnings(), "");
 }
 
 TEST_F(CApiTest, CudaBackendWithoutAGpuFailsCleanly) {

@@ -264,12 +264,21 @@ void DeclareFlags(CLI::App& app, Flags* f) {
 absl::Status ApplyConf(absl::string_view text, const char* source,
                        Config* config) {
   absl::StatusOr<bfc::c_api::AllocConf> conf = bfc::c_api::ParseAllocConf(text);
+  // A replay answers "what would bfc do with these settings": a key it
+  // would take for nothing (the .so says it and goes on) is a usage error
+  // here, before any work, so the answer is never for other settings.
+  if (conf.ok() && !conf->ignored.empty()) {
+    conf = absl::InvalidArgumentError(absl::StrJoin(conf->ignored, "\n"));
+  }
   if (!conf.ok()) {
     absl::string_view message = conf.status().message();
     if (std::strcmp(source, kFromConf) != 0) return conf.status();
     // The parser names the variable; here the text came from --conf.
     absl::ConsumePrefix(&message, absl::StrCat(kFromEnv, ": "));
-    return absl::InvalidArgumentError(absl::StrCat(kFromConf, ": ", message));
+    return absl::InvalidArgumentError(absl::StrCat(
+        kFromConf, ": ",
+        absl::StrReplaceAll(message, {{absl::StrCat("\n", kFromEnv, ": "),
+                                       absl::StrCat("\n", kFromConf, ": ")}})));
   }
   config->conf_layers.push_back(
       absl::StrCat(source, std::strcmp(source, kFromEnv) == 0 ? "=" : " ", "\"",

@@ -16,7 +16,7 @@
 // allocator, and its test.
 //
 // Value grammar, per kind (SetAllocatorOption / AllocatorOptionToString):
-//   kBool      true | false, in any case (PyTorch writes True)
+//   kBool      true | false | 1 | 0, in any case (PyTorch writes True)
 //   kCount     a decimal integer in [0, 2^31 - 1]
 //   kFraction  a decimal number in [0, 1]
 //   kDuration  a finite duration >= 0: 10s, 500ms, 1m, 1.5s (absl::Duration)

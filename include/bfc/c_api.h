@@ -37,11 +37,14 @@
  *                               1024-based)
  *       memory_fraction         a number in (0, 1]: that fraction of the
  *                               device's memory
+ *     Booleans are true/false or 1/0, in any case (PyTorch writes True).
  *     PyTorch's own keys (expandable_segments, max_split_size_mb,
  *     garbage_collection_threshold, roundup_power2_divisions, pinned_*,
- *     release_lock_on_cudamalloc, backend:cudaMallocAsync) are refused with
- *     what to use instead; expandable_segments:False (PyTorch's default) is
- *     accepted and changes nothing.
+ *     release_lock_on_cudamalloc) have no bfc meaning yet: each is ignored
+ *     with what to use instead; expandable_segments:False (PyTorch's default)
+ *     changes nothing; backend:native is backend:cuda, and so is
+ *     backend:cudaMallocAsync, with a message (bfc is the allocator once it
+ *     is loaded, not CUDA's pool).
  *     memory_limit and memory_fraction exclude each other. Without either the
  *     limit is: cuda, the device's free memory when its allocator is created
  *     (cudaMemGetInfo); host, the machine's physical memory; virtual, 64 GiB.
@@ -56,7 +59,14 @@
  *                space) fails every allocation at once, saying so.
  *     A backend that can never hand out memory fails each call at once with
  *     the cause, never after a retry wait as "out of memory".
- *   * A malformed configuration is never guessed at: one message naming the
+ *   * A key bfc does not know (a typo, a PyTorch setting above) is one
+ *     message on stderr at first use, naming the key and the accepted key it
+ *     is nearest to, and is ignored: the rest of the configuration applies
+ *     and allocations work (bfc_config_warnings() returns the messages).
+ *   * A known key with a value bfc cannot use (a bad number, a limit of 0,
+ *     both memory_limit and memory_fraction, a key given twice, an entry
+ *     without ':') is never guessed at -- running without the limit the user
+ *     asked for could take a GPU from its neighbours: one message naming the
  *     key and the accepted values goes to stderr (once), bfc_last_error()
  *     returns it after every call that fails because of it, and every
  *     allocation fails (returns NULL).
@@ -173,6 +183,12 @@ BFC_C_API int bfc_reset_peak_stats(int device);
 /* The message of the last failure on the calling thread, or "" if none. The
  * pointer stays valid until the thread's next failing call. */
 BFC_C_API const char* bfc_last_error(void);
+/* What BFC_ALLOC_CONF gave for nothing: one line per unknown key (with the
+ * key it was likely meant to be) or PyTorch setting bfc does not take (with
+ * what to use instead); "" when none. Reads BFC_ALLOC_CONF if no call has
+ * yet. The same lines went to stderr once, at first use. The pointer stays
+ * valid until bfc_reset_for_testing(). */
+BFC_C_API const char* bfc_config_warnings(void);
 /* The library version, "MAJOR.MINOR.PATCH". */
 BFC_C_API const char* bfc_version(void);
 

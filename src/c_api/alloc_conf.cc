@@ -3,6 +3,7 @@
 // memory_fraction) and, through the option table, every allocator option.
 #include "c_api/alloc_conf.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,7 @@ constexpr const char* kOwnKeys[] = {"backend", "memory_limit",
 
 // PyTorch's PYTORCH_CUDA_ALLOC_CONF keys, which a PyTorch user types here
 // out of habit. None has a bfc option of the same meaning (yet), so each is
-// refused with what to use instead, rather than "unknown key".
+// ignored with what to use instead, rather than "unknown key".
 struct PyTorchKey {
   const char* key;
   const char* instead;
@@ -53,6 +54,46 @@ constexpr PyTorchKey kPyTorchKeys[] = {
     {"release_lock_on_cudamalloc",
      "bfc never holds its lock across a driver allocation's wait"},
 };
+
+const PyTorchKey* FindPyTorchKey(absl::string_view key) {
+  for (const PyTorchKey& pt : kPyTorchKeys) {
+    if (key == pt.key) return &pt;
+  }
+  return nullptr;
+}
+
+// Levenshtein distance, capped: only "is it at most 2" matters.
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The accepted key a typo most likely meant (at most two edits), or "".
+absl::string_view NearestKey(absl::string_view key) {
+  absl::string_view best;
+  size_t best_distance = 3;
+  auto consider = [&](absl::string_view candidate) {
+    const size_t d = EditDistance(key, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  };
+  for (const char* k : kOwnKeys) consider(k);
+  for (const OptionField& f : AllocatorOptionFields()) consider(f.name);
+  return best;
+}
 
 absl::Status BadValue(absl::string_view key, absl::string_view value,
                       absl::string_view accepted) {
@@ -118,10 +159,13 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       } else if (value == "virtual") {
         conf.backend = Backend::kVirtual;
       } else if (value == "cudaMallocAsync") {
-        return absl::InvalidArgumentError(absl::StrFormat(
+        // Device memory is what the user asked for; whose pool serves it is
+        // decided by loading bfc.
+        conf.backend = Backend::kCuda;
+        conf.ignored.push_back(absl::StrFormat(
             "%s: backend:cudaMallocAsync is PyTorch's setting for CUDA's own "
-            "stream-ordered pool; with bfc loaded, bfc is the allocator: use "
-            "backend:cuda (or native)",
+            "stream-ordered pool; with bfc loaded, bfc is the allocator: "
+            "serving backend:cuda (write backend:cuda or native)",
             kAllocConfEnvVar));
       } else {
         return BadValue(key, value, "cuda (or native), host, virtual");
@@ -144,27 +188,23 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       if (!SetAllocatorOption(conf.options, key, value).ok()) {
         return BadValue(key, value, OptionKindGrammar(field->kind));
       }
+    } else if (const PyTorchKey* pt = FindPyTorchKey(key)) {
+      // PyTorch's default, which changes nothing.
+      if (key == "expandable_segments" &&
+          (absl::EqualsIgnoreCase(value, "false") || value == "0")) {
+        continue;
+      }
+      conf.ignored.push_back(absl::StrFormat(
+          "%s: %s is a PyTorch allocator setting that bfc does not take: %s",
+          kAllocConfEnvVar, key, pt->instead));
     } else {
-      for (const PyTorchKey& pt : kPyTorchKeys) {
-        if (key != pt.key) continue;
-        // PyTorch's default, which changes nothing.
-        if (key == "expandable_segments" &&
-            (absl::EqualsIgnoreCase(value, "false") || value == "0")) {
-          break;
-        }
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: %s is a PyTorch allocator setting that bfc does not take: "
-            "%s",
-            kAllocConfEnvVar, key, pt.instead));
+      std::string message =
+          absl::StrFormat("%s: unknown key \"%s\"", kAllocConfEnvVar, key);
+      if (absl::string_view near = NearestKey(key); !near.empty()) {
+        absl::StrAppend(&message, " (did you mean ", near, "?)");
       }
-      bool pytorch_default = false;
-      for (const PyTorchKey& pt : kPyTorchKeys) {
-        pytorch_default |= key == pt.key;
-      }
-      if (pytorch_default) continue;
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: unknown key \"%s\" (accepted keys: %s)",
-                          kAllocConfEnvVar, key, AllocConfKeys()));
+      absl::StrAppend(&message, " (accepted keys: ", AllocConfKeys(), ")");
+      conf.ignored.push_back(std::move(message));
     }
   }
   if (conf.memory_limit && conf.memory_fraction) {

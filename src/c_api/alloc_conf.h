@@ -13,7 +13,13 @@
 // key, a bad value, or both memory_limit and memory_fraction is
 // InvalidArgument naming the key, the value and what is accepted; the caller
 // then fails every allocation with that message rather than run with a
-// configuration the user did not ask for.
+// configuration the user did not ask for (a limit it would not keep).
+//
+// A key bfc does not know -- a typo, or a PyTorch setting without a bfc
+// meaning (max_split_size_mb, ...) -- is not a reason to fail every
+// allocation of a program that ran fine under PyTorch: it lands in
+// AllocConf::ignored, a message each that says what to use instead (or which
+// key a typo was near), for the caller to show once. bfc-replay refuses them.
 //
 // Thread safety: stateless functions.
 #ifndef BFC_C_API_ALLOC_CONF_H_
@@ -44,6 +50,8 @@ struct AllocConf {
   // The keys the text gave, in order: what a caller layering one setting
   // over another (bfc-replay: --conf over BFC_ALLOC_CONF) takes from it.
   std::vector<std::string> keys;
+  // One message per key that was taken for nothing (see above), in order.
+  std::vector<std::string> ignored;
 };
 
 // Parses `text` (empty: the defaults). Messages start with "BFC_ALLOC_CONF: ".

@@ -34,7 +34,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -216,6 +216,14 @@ class Registry {
     return abort_on_invalid_input_.load(std::memory_order_acquire);
   }
 
+  // The messages of the keys BFC_ALLOC_CONF gave for nothing (read now if no
+  // call has yet), one per line; "" when none. Stable until Reset().
+  const char* ConfigWarnings() ABSL_LOCKS_EXCLUDED(mu_) {
+    internal::MutexLock lock(&mu_);
+    (void)ConfigureLocked();
+    return config_warnings_.c_str();
+  }
+
   // Every allocator created so far.
   std::vector<Allocator*> All() ABSL_LOCKS_EXCLUDED(mu_) {
     std::vector<Allocator*> all;
@@ -232,6 +240,7 @@ class Registry {
     }
     for (absl::Status& e : device_errors_) e = absl::OkStatus();
     config_ = AllocConf();
+    config_warnings_.clear();
     abort_on_invalid_input_.store(false, std::memory_order_release);
     config_status_ = absl::OkStatus();
     configured_.store(false, std::memory_order_release);
@@ -248,6 +257,20 @@ class Registry {
     if (parsed.ok()) {
       config_ = *parsed;
       config_status_ = absl::OkStatus();
+      // A key given for nothing does not stop the program (alloc_conf.h);
+      // it is said once, where the person running it sees it.
+      for (const std::string& message : config_.ignored) {
+        absl::StrAppend(&config_warnings_, config_warnings_.empty() ? "" : "\n",
+                        message, " (ignored)");
+      }
+      if (!config_warnings_.empty()) {
+        std::fprintf(
+            stderr, "%s\n",
+            absl::StrReplaceAll(absl::StrCat("bfc: ", config_warnings_),
+                                {{"\n", "\nbfc: "}})
+                .c_str());
+      }
+      std::fflush(stderr);
       abort_on_invalid_input_.store(config_.options.abort_on_invalid_input,
                                     std::memory_order_release);
     } else {
@@ -269,6 +292,7 @@ class Registry {
   std::atomic<bool> configured_{false};
   std::atomic<bool> abort_on_invalid_input_{false};
   absl::Status config_status_ ABSL_GUARDED_BY(mu_);
+  std::string config_warnings_ ABSL_GUARDED_BY(mu_);
   AllocConf config_ ABSL_GUARDED_BY(mu_);
   std::array<std::atomic<Allocator*>, BFC_MAX_DEVICES> allocators_{};
   std::array<absl::Status, BFC_MAX_DEVICES> device_errors_ ABSL_GUARDED_BY(mu_);
@@ -476,6 +500,12 @@ int bfc_reset_peak_stats(int device) {
 const char* bfc_last_error(void) { return bfc::t_last_error.c_str(); }
 
 const char* bfc_version(void) { return BFC_VERSION_STRING; }
+
+const char* bfc_config_warnings(void) {
+  return bfc::Guarded<const char*>("bfc_config_warnings", "", [] {
+    return bfc::Registry::Get().ConfigWarnings();
+  });
+}
 
 void bfc_reset_for_testing(void) {
   bfc::Guarded<int>("bfc_reset_for_testing", 0, [&] {

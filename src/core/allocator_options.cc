@@ -48,9 +48,10 @@ absl::Status BadValue(const OptionField& f, absl::string_view value) {
 
 absl::Status Parse(const OptionField& f, absl::string_view text, bool* out) {
   const std::string v = absl::AsciiStrToLower(text);
-  if (v == "true") {
+  // PyTorch's settings write True/False; 1/0 as environment variables do.
+  if (v == "true" || v == "1") {
     *out = true;
-  } else if (v == "false") {
+  } else if (v == "false" || v == "0") {
     *out = false;
   } else {
     return BadValue(f, text);
@@ -107,7 +108,7 @@ const OptionField* FindAllocatorOptionField(absl::string_view name) {
 absl::string_view OptionKindGrammar(OptionKind kind) {
   switch (kind) {
     case OptionKind::kBool:
-      return "true, false";
+      return "true, false, 1, 0 (any case)";
     case OptionKind::kCount:
       return "an integer >= 0";
     case OptionKind::kFraction:
