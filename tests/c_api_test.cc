@@ -179,13 +179,20 @@ TEST_F(CApiTest, ExportsOnlyTheCSymbols) {
   }
   const int rc = pclose(pipe);
   if (exported.empty() && rc != 0) GTEST_SKIP() << "nm is not available";
-  const std::set<std::string> expected = {
-      "bfc_malloc",          "bfc_free",
-      "bfc_empty_cache_all", "bfc_cupy_malloc",
-      "bfc_cupy_free",       "bfc_empty_cache",
-      "bfc_get_stats",       "bfc_reset_peak_stats",
-      "bfc_last_error",      "bfc_version",
-      "bfc_config_warnings", "bfc_reset_for_testing"};
+  const std::set<std::string> expected = {"bfc_malloc",
+                                          "bfc_free",
+                                          "bfc_empty_cache_all",
+                                          "bfc_cupy_malloc",
+                                          "bfc_cupy_free",
+                                          "bfc_empty_cache",
+                                          "bfc_get_stats",
+                                          "bfc_reset_peak_stats",
+                                          "bfc_last_error",
+                                          "bfc_version",
+                                          "bfc_config_warnings",
+                                          "bfc_reset_for_testing",
+                                          "bfc_record_memory_history",
+                                          "bfc_dump_snapshot"};
   EXPECT_EQ(exported, expected);
 }
 

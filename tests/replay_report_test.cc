@@ -4,6 +4,7 @@
 #include "bfc/report/replay_report.h"
 
 #include <cctype>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -153,6 +154,108 @@ TEST_F(ReplayReportTest, HtmlIsSelfContained) {
 
 // A report broken in one field at a time: InvalidArgument naming the JSON
 // path, down into the embedded dumps.
+// The history replayed forward ends in the end snapshot's chunks and
+// regions, and its bytes in use after each op are the timeline's (both come
+// from the allocator's stats and maps, not from the history).
+TEST_F(ReplayReportTest, HistoryReplaysToTheTimelineAndTheEndMap) {
+  const std::vector<ReplayHistoryEvent>& h = report_->history;
+  ASSERT_FALSE(h.empty());
+  std::map<uint64_t, uint64_t> live;     // address -> chunk bytes
+  std::map<uint64_t, uint64_t> regions;  // base -> bytes
+  int64_t in_use = 0;
+  size_t e = 0;
+  size_t allocations = 0;
+  for (size_t op = 0; op < report_->timeline.size(); ++op) {
+    for (; e < h.size() && h[e].op_index == op; ++e) {
+      const MemoryEvent& m = h[e].event;
+      switch (m.action) {
+        case MemoryEvent::Action::kAllocate:
+          ASSERT_TRUE(live.emplace(m.address, m.size).second) << e;
+          in_use += static_cast<int64_t>(m.size);
+          ++allocations;
+          break;
+        case MemoryEvent::Action::kFree:
+          ASSERT_EQ(live[m.address], m.size) << e;
+          live.erase(m.address);
+          in_use -= static_cast<int64_t>(m.size);
+          break;
+        case MemoryEvent::Action::kRegionAlloc:
+          regions[m.address] = m.size;
+          break;
+        case MemoryEvent::Action::kRegionExtend: {
+          // Joins the region that ends where it starts (this trace's
+          // virtual backend hands out adjacent memory in increasing order).
+          auto it = regions.lower_bound(m.address);
+          ASSERT_NE(it, regions.begin()) << e;
+          --it;
+          ASSERT_EQ(it->first + it->second, m.address) << e;
+          it->second += m.size;
+          break;
+        }
+        case MemoryEvent::Action::kRegionFree:
+          regions.erase(m.address);
+          break;
+        case MemoryEvent::Action::kOutOfMemory:
+          break;
+      }
+    }
+    ASSERT_EQ(in_use, report_->timeline.in_use_bytes[op]) << "op " << op;
+  }
+  EXPECT_EQ(e, h.size());
+  EXPECT_EQ(allocations, report_->summary.allocations);
+  const MemoryDump& end = report_->snapshots[1].dump;
+  std::map<uint64_t, uint64_t> end_live, end_regions;
+  for (const ChunkDump& c : end.chunks)
+    if (c.in_use) end_live[c.address] = c.size;
+  for (const RegionDump& r : end.regions) end_regions[r.base] = r.size;
+  EXPECT_EQ(live, end_live);
+  EXPECT_EQ(regions, end_regions);
+}
+
+TEST_F(ReplayReportTest, HistoryRoundTripsAndIsChecked) {
+  using nlohmann::json;
+  const json good = json::parse(ReplayReportToJson(*report_));
+  absl::StatusOr<ReplayReport> back = ReplayReportFromJson(good.dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->history.size(), report_->history.size());
+  for (size_t i = 0; i < back->history.size(); ++i) {
+    const ReplayHistoryEvent& a = back->history[i];
+    const ReplayHistoryEvent& b = report_->history[i];
+    ASSERT_EQ(a.event.action, b.event.action) << i;
+    ASSERT_EQ(a.event.address, b.event.address) << i;
+    ASSERT_EQ(a.event.size, b.event.size) << i;
+    ASSERT_EQ(a.op_index, b.op_index) << i;
+  }
+  // Reports written before the history existed still read.
+  json old = good;
+  old.erase("history");
+  back = ReplayReportFromJson(old.dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->history.empty());
+
+  const std::vector<std::pair<std::string, json>> bad = {
+      {"/history/action/0", 9},
+      {"/history/action/0", -1},
+      {"/history/op_index/0", json(uint64_t{1} << 40)},
+      {"/history/pointer/0", "0xZZ"},
+      {"/history/pointer/0", "12"},
+      {"/history/size/0", -5},
+      {"/history/line", "x"},
+  };
+  for (const auto& [pointer, value] : bad) {
+    SCOPED_TRACE(pointer + " = " + value.dump());
+    json doc = good;
+    doc[json::json_pointer(pointer)] = value;
+    absl::StatusOr<ReplayReport> r = ReplayReportFromJson(doc.dump());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("history"));
+  }
+  json shorter = good;
+  shorter["history"]["size"].erase(0);
+  EXPECT_FALSE(ReplayReportFromJson(shorter.dump()).ok());
+}
+
 TEST_F(ReplayReportTest, EveryFieldIsCheckedForTypeAndRange) {
   using nlohmann::json;
   const json good = json::parse(ReplayReportToJson(*report_));

@@ -50,6 +50,7 @@
 #include "bfc/host_sub_allocator.h"
 #include "bfc/log.h"
 #include "bfc/planner/plan_report.h"
+#include "bfc/pytorch_snapshot.h"
 #include "bfc/replay/replay.h"
 #include "bfc/replay/trace.h"
 #include "bfc/report/memory_map_svg.h"
@@ -135,6 +136,7 @@ struct Flags {
   std::string json_path;
   std::string svg_path;
   std::string html_path;
+  std::string pytorch_snapshot_path;
   std::string summary_json_path;
   bool plan = false;
   bool expect_failures = false;  // failed allocations do not make exit 3
@@ -243,6 +245,12 @@ void DeclareFlags(CLI::App& app, Flags* f) {
                 "Write a self-contained viewer page (no network): the "
                 "timeline chart, both maps (hover or click a chunk), the "
                 "summary numbers");
+  AddOutputFlag(app, "--pytorch-snapshot", &f->pytorch_snapshot_path,
+                "Write a PyTorch memory-snapshot pickle (segments + "
+                "device_traces) of the replay, for PyTorch's memory viewer "
+                "(pytorch.org/memory_viz): regions as segments, chunks as "
+                "blocks, every allocation, free, extend and failure in the "
+                "trace, each with its trace line as its frame");
   AddSummaryJsonFlag(app, &f->summary_json_path, kSummaryKeys);
 
   app.add_flag("--plan", f->plan,
@@ -595,6 +603,7 @@ bool WriteOutput(const Flags& flags, const std::string& path,
 // like the first (BuildReplayReport needs two), then writes each output.
 // Returns the exit status.
 int WriteReport(const Flags& flags, const Config& config,
+                const std::string& trace_path, const bfc::Trace& trace,
                 const bfc::CompiledTrace& compiled) {
   std::string error;
   auto make = [&]() -> std::unique_ptr<bfc::Allocator> {
@@ -604,6 +613,7 @@ int WriteReport(const Flags& flags, const Config& config,
                                             kToolName, config.options);
   };
   bfc::ReplayReportOptions report_options;
+  report_options.source = &trace;
   // Progress on a terminal, once the work has taken a second.
   const bool tty = isatty(STDERR_FILENO) != 0 && !flags.verbosity.quiet;
   const absl::Time start = absl::Now();
@@ -635,6 +645,31 @@ int WriteReport(const Flags& flags, const Config& config,
   if (!flags.html_path.empty()) {
     ok &= WriteOutput(flags, flags.html_path,
                       bfc::RenderReplayReportHtml(*report), "the viewer page");
+  }
+  if (!flags.pytorch_snapshot_path.empty()) {
+    // The state is the end of the trace (what it left live), which the
+    // viewer replays the events backwards from; each event's frame is the
+    // trace row of the op it happened in.
+    std::vector<bfc::MemoryEvent> events;
+    events.reserve(report->history.size());
+    for (const bfc::ReplayHistoryEvent& e : report->history)
+      events.push_back(e.event);
+    bfc::PyTorchSnapshotOptions snapshot_options;
+    const std::string file = trace_path;
+    snapshot_options.event_frames = [&](size_t i) {
+      const bfc::ReplayHistoryEvent& e = report->history[i];
+      std::vector<bfc::PyTorchFrame> frames;
+      if (e.line == 0) return frames;
+      frames.push_back({file, static_cast<int64_t>(e.line),
+                        e.pointer != 0 ? absl::StrCat("trace row, pointer 0x",
+                                                      absl::Hex(e.pointer))
+                                       : std::string("trace row")});
+      return frames;
+    };
+    ok &= WriteOutput(flags, flags.pytorch_snapshot_path,
+                      bfc::PyTorchSnapshotPickle(report->snapshots.back().dump,
+                                                 events, snapshot_options),
+                      "the PyTorch snapshot");
   }
   return ok ? kExitOk : kExitBadInput;
 }
@@ -681,6 +716,7 @@ int Main(int argc, char** argv) {
        {std::pair<const char*, const std::string*>{"--json", &flags.json_path},
         {"--svg", &flags.svg_path},
         {"--html", &flags.html_path},
+        {"--pytorch-snapshot", &flags.pytorch_snapshot_path},
         {"--summary-json", &flags.summary_json_path}}) {
     if (!out->empty()) outputs.push_back({flag, *out});
   }
@@ -723,7 +759,12 @@ int Main(int argc, char** argv) {
     PrintError(app, compiled.status().message());
     return kExitBadInput;
   }
-  trace = bfc::Trace();  // the events are not needed any more
+  const bool report = !flags.json_path.empty() || !flags.svg_path.empty() ||
+                      !flags.html_path.empty() ||
+                      !flags.pytorch_snapshot_path.empty();
+  // The report's history names each event's trace line and pointer; without
+  // a report the events are not needed any more.
+  if (!report) trace = bfc::Trace();
 
   bfc::Allocator allocator(std::move(sub), config.memory_limit, kToolName,
                            config.options);
@@ -742,9 +783,8 @@ int Main(int argc, char** argv) {
   replayer.ReleaseLive();
 
   bool written = true;
-  if (!flags.json_path.empty() || !flags.svg_path.empty() ||
-      !flags.html_path.empty()) {
-    written &= WriteReport(flags, config, *compiled) == kExitOk;
+  if (report) {
+    written &= WriteReport(flags, config, path, *trace, *compiled) == kExitOk;
   }
   if (flags.plan) {
     absl::StatusOr<bfc::planner::PlanReport> report =

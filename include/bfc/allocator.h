@@ -221,6 +221,18 @@ class Allocator {
   // Options::record_allocation_sites is on.
   std::vector<OutstandingAllocation> OutstandingAllocations() const;
 
+  // Starts recording every allocation, free, region taken, extended or
+  // given back, and failed request as a MemoryEvent, keeping the newest
+  // `max_entries` (PyTorch's _record_memory_history(max_entries=...));
+  // 0 stops and drops what was recorded. Starting again clears the history.
+  // While it is off the cost is one predictable branch per call.
+  void RecordMemoryHistory(size_t max_entries);
+  // The recorded events, oldest first (empty while recording is off).
+  MemoryHistory GetMemoryHistory() const;
+  // Events recorded since recording started, dropped ones included: a
+  // cheap position to cut a later GetMemoryHistory() at.
+  uint64_t NumMemoryEventsRecorded() const;
+
  private:
   using ChunkHandle = internal::ChunkHandle;
   using BinNum = internal::BinNum;
@@ -372,6 +384,11 @@ class Allocator {
   // Drops the stack of a freed allocation.
   void ForgetAllocationSite(int64_t allocation_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Appends to history_ (when on), dropping the oldest beyond its bound.
+  void RecordEvent(MemoryEvent::Action action, uint64_t address, uint64_t size,
+                   uint64_t requested_size, int64_t allocation_id,
+                   uint64_t free_bytes = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // `sites`: symbolize allocation sites (slow; error paths and dumps only).
   MemoryDump RecordMemoryMapLocked(bool sites) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -417,6 +434,15 @@ class Allocator {
   SubAllocatorFailures sub_failures_ ABSL_GUARDED_BY(mutex_);
   // allocation id -> call stack, with Options::record_allocation_sites.
   absl::flat_hash_map<int64_t, RawStack> sites_ ABSL_GUARDED_BY(mutex_);
+  // RecordMemoryHistory's ring: null while off, so the hot paths test one
+  // pointer. `next` is where the next event goes once the ring is full.
+  struct History {
+    size_t max_entries = 0;
+    std::vector<MemoryEvent> ring;
+    size_t next = 0;
+    uint64_t recorded = 0;
+  };
+  std::unique_ptr<History> history_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace bfc

@@ -180,6 +180,26 @@ BFC_C_API int bfc_get_stats(int device, bfc_stats* out);
  * restart from the current values; counters are kept (PyTorch's
  * reset_peak_memory_stats). Returns 0 or -1. */
 BFC_C_API int bfc_reset_peak_stats(int device);
+/* --- Memory history and PyTorch memory snapshots ------------------------- */
+
+/* Starts recording the device's allocations, frees, regions taken, extended
+ * or given back, and failed requests, keeping the newest `max_entries`
+ * (PyTorch's torch.cuda.memory._record_memory_history(max_entries=...), which
+ * does not reach a pluggable allocator); 0 stops and drops them. Starting
+ * again clears the history. Returns 0, or -1 (bad device, allocator not
+ * usable). Creates the device's allocator if needed. */
+BFC_C_API int bfc_record_memory_history(int device, size_t max_entries);
+/* Writes a PyTorch memory snapshot of the device to `path`: the pickle
+ * torch.cuda.memory._dump_snapshot writes, which PyTorch's memory viewer
+ * (pytorch.org/memory_viz) opens -- the regions and chunks now (with their
+ * allocation sites when record_allocation_sites is on) and the recorded
+ * history (bfc/pytorch_snapshot.h has the mapping). Written to a
+ * temporary file beside `path` and renamed into place, so a failure leaves
+ * any earlier file whole. Returns 0, or -1 (NULL or empty path, bad device,
+ * a device never used, a file that cannot be written; see bfc_last_error()).
+ */
+BFC_C_API int bfc_dump_snapshot(int device, const char* path);
+
 /* The message of the last failure on the calling thread, or "" if none. The
  * pointer stays valid until the thread's next failing call. */
 BFC_C_API const char* bfc_last_error(void);

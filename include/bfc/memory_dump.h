@@ -104,6 +104,42 @@ struct OutstandingAllocation {
   std::vector<std::string> site;  // empty when sites were not recorded
 };
 
+// One change of an allocator's memory, recorded while history is on
+// (Allocator::RecordMemoryHistory): PyTorch's trace entries
+// (torch.cuda.memory._record_memory_history) with bfc's names.
+struct MemoryEvent {
+  enum class Action : uint8_t {
+    kAllocate = 0,      // a chunk handed out
+    kFree = 1,          // a chunk given back by its caller
+    kRegionAlloc = 2,   // a new region from the sub-allocator
+    kRegionExtend = 3,  // memory from the sub-allocator joined to a region
+    kRegionFree = 4,    // a region given back to the sub-allocator
+    kOutOfMemory = 5,   // a request that failed
+  };
+  Action action = Action::kAllocate;
+  // Chunk address; region base; first byte added (kRegionExtend, which may
+  // lie before or after the region it joins); 0 for kOutOfMemory.
+  uint64_t address = 0;
+  // Chunk bytes; region bytes; bytes added; bytes asked (kOutOfMemory).
+  uint64_t size = 0;
+  uint64_t requested_size = 0;  // kAllocate / kFree: bytes asked; else 0
+  int64_t allocation_id = -1;   // kAllocate / kFree; else -1
+  // kOutOfMemory: bytes the limit still allowed to be taken from the
+  // sub-allocator (PyTorch's device_free); else 0.
+  uint64_t free_bytes = 0;
+  int64_t time_us = 0;  // wall clock, microseconds since the Unix epoch
+};
+
+const char* MemoryEventActionName(MemoryEvent::Action action);
+
+// What Allocator::GetMemoryHistory returns: the newest `max_entries` events,
+// oldest first, and how many older ones were dropped to keep it bounded.
+struct MemoryHistory {
+  std::vector<MemoryEvent> events;
+  uint64_t dropped = 0;
+  size_t max_entries = 0;  // 0: recording is off
+};
+
 // Live allocations in report order: largest first, then oldest.
 void SortByReportOrder(std::vector<OutstandingAllocation>* allocations);
 

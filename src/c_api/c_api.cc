@@ -12,18 +12,22 @@
 // into the function's failure value and a bfc_last_error() message.
 #include "bfc/c_api.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +45,7 @@
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
 #include "bfc/internal/mutex.h"
+#include "bfc/pytorch_snapshot.h"
 #include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "c_api/alloc_conf.h"
@@ -160,6 +165,59 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
 thread_local std::string t_last_error;
 
 void SetError(std::string message) { t_last_error = std::move(message); }
+
+// Writes `data` to a new file beside `path` and renames it over `path` only
+// once all of it is on disk, so that a full disk or a crash never leaves a
+// truncated file where a good one was. The tools' WriteFileAtomically
+// (tools/tool_io.cc) also removes its temporary file on a signal; a library
+// inside another program's process must not take over its signal handlers,
+// so this one only cleans up on the errors it sees. Mode 0644 (reading the
+// umask is not thread-safe).
+absl::Status WriteFileAtomically(const std::string& path,
+                                 std::string_view data) {
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string base =
+      slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string tmp = absl::StrCat(dir, slash == std::string::npos ? "/." : ".",
+                                 base, ".tmp-XXXXXX");
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat(
+        path,
+        ": cannot create a temporary file beside it: ", std::strerror(errno)));
+  }
+  auto fail = [&](const char* what) {
+    const int e = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat(path, ": ", what, ": ", std::strerror(e)));
+  };
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("cannot write");
+    done += static_cast<size_t>(n);
+  }
+  if (fchmod(fd, 0644) != 0) return fail("cannot set permissions");
+  if (fsync(fd) != 0) return fail("cannot flush to disk");
+  if (close(fd) != 0) {
+    const int e = errno;
+    unlink(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat(path, ": cannot write: ", std::strerror(e)));
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    unlink(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat(path, ": cannot rename into place: ", std::strerror(e)));
+  }
+  return absl::OkStatus();
+}
 
 class Registry {
  public:
@@ -493,6 +551,52 @@ int bfc_reset_peak_stats(int device) {
       return -1;
     }
     a->ResetPeakStats();
+    return 0;
+  });
+}
+
+int bfc_record_memory_history(int device, size_t max_entries) {
+  return bfc::Guarded<int>("bfc_record_memory_history", -1, [&] {
+    absl::Status error;
+    bfc::Allocator* a =
+        bfc::Registry::Get().Find(device, /*create=*/true, &error);
+    if (a == nullptr) {
+      bfc::SetError(absl::StrFormat("bfc_record_memory_history(device %d): %s",
+                                    device, error.message()));
+      return -1;
+    }
+    a->RecordMemoryHistory(max_entries);
+    return 0;
+  });
+}
+
+int bfc_dump_snapshot(int device, const char* path) {
+  return bfc::Guarded<int>("bfc_dump_snapshot", -1, [&] {
+    if (path == nullptr || *path == '\0') {
+      bfc::SetError("bfc_dump_snapshot: path is NULL or empty");
+      return -1;
+    }
+    absl::Status error;
+    bfc::Allocator* a =
+        bfc::Registry::Get().Find(device, /*create=*/false, &error);
+    if (a == nullptr) {
+      bfc::SetError(absl::StrFormat(
+          "bfc_dump_snapshot(device %d): %s", device,
+          error.ok() ? "the device has no allocator yet (nothing allocated)"
+                     : error.message()));
+      return -1;
+    }
+    bfc::PyTorchSnapshotOptions options;
+    options.device = device;
+    // The history first: events after it are then at most missing from the
+    // trace, never in it without their effect on the state.
+    const bfc::MemoryHistory history = a->GetMemoryHistory();
+    const std::string pickle = bfc::PyTorchSnapshotPickle(
+        a->RecordMemoryMap(), history.events, options);
+    if (absl::Status s = bfc::WriteFileAtomically(path, pickle); !s.ok()) {
+      bfc::SetError(absl::StrCat("bfc_dump_snapshot: ", s.message()));
+      return -1;
+    }
     return 0;
   });
 }

@@ -28,6 +28,9 @@
 namespace bfc {
 namespace {
 
+// A pointer as the integer address MemoryEvent records.
+uint64_t AddressOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
 using internal::AlignDown;
 using internal::AlignUp;
 using internal::BinNumForSize;
@@ -352,6 +355,10 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
     }
   }
   ++stats_.num_ooms;
+  if (history_ != nullptr) {
+    RecordEvent(MemoryEvent::Action::kOutOfMemory, 0, num_bytes, 0, -1,
+                memory_limit_ - total_region_allocated_bytes_);
+  }
   // TF logs non-retryable failures too: the caller may have a fallback, but
   // the user may want to know memory was short.
   LogOom(num_bytes, rounded, alignment, cause);
@@ -490,6 +497,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
   c.allocation_id = next_allocation_id_++;
   stats_.bytes_requested_in_use += static_cast<int64_t>(num_bytes);
   if (opts_.record_allocation_sites) RecordAllocationSite(c.allocation_id);
+  if (ABSL_PREDICT_FALSE(history_ != nullptr)) {
+    RecordEvent(MemoryEvent::Action::kAllocate, AddressOf(c.ptr), c.size,
+                num_bytes, c.allocation_id);
+  }
 
   ++stats_.num_allocs;
   stats_.bytes_in_use += static_cast<int64_t>(c.size);
@@ -620,6 +631,10 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
 
   if (!coalesce_regions_) {
     region_manager_.AddAllocationRegion(mem, usable);
+    if (history_ != nullptr) {
+      RecordEvent(MemoryEvent::Action::kRegionAlloc, AddressOf(mem), usable, 0,
+                  -1);
+    }
   } else {
     internal::AllocationRegion* extended =
         region_manager_.AddOrExtendAllocationRegion(mem, usable);
@@ -639,6 +654,12 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
       const ChunkHandle first = region_manager_.get_handle(following);
       chunks_[h].next = first;
       chunks_[first].prev = h;
+    }
+    if (history_ != nullptr) {
+      RecordEvent(extended != nullptr || following != nullptr
+                      ? MemoryEvent::Action::kRegionExtend
+                      : MemoryEvent::Action::kRegionAlloc,
+                  AddressOf(mem), usable, 0, -1);
     }
   }
   InsertFreeChunkIntoBin(TryToCoalesce(h));
@@ -696,6 +717,10 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
     // is forgotten, never handed out or freed again.
     total_region_allocated_bytes_ -= r.memory_size();
     *stats_.pool_bytes -= static_cast<int64_t>(r.memory_size());
+    if (history_ != nullptr) {
+      RecordEvent(MemoryEvent::Action::kRegionFree, AddressOf(r.ptr()),
+                  r.memory_size(), 0, -1);
+    }
     if (FreeToSubAllocator(r.ptr(), r.memory_size(), "region release")) {
       ++stats_.num_regions_released;
       released += r.memory_size();
@@ -950,6 +975,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::MarkFree(ChunkHandle h) {
   stats_.bytes_in_use -= static_cast<int64_t>(c.size);
   stats_.bytes_requested_in_use -= static_cast<int64_t>(c.requested_size);
   if (opts_.record_allocation_sites) ForgetAllocationSite(c.allocation_id);
+  if (ABSL_PREDICT_FALSE(history_ != nullptr)) {
+    RecordEvent(MemoryEvent::Action::kFree, AddressOf(c.ptr), c.size,
+                c.requested_size, c.allocation_id);
+  }
   c.allocation_id = -1;
   c.requested_size = 0;
 }

@@ -6,6 +6,8 @@
 // on out-of-memory (MemoryLogLocked) and in the destructor (LeakReportLocked).
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
 #include "bfc/log.h"
@@ -82,6 +86,79 @@ void Allocator::RecordAllocationSite(int64_t allocation_id) {
 
 void Allocator::ForgetAllocationSite(int64_t allocation_id) {
   sites_.erase(allocation_id);
+}
+
+const char* MemoryEventActionName(MemoryEvent::Action action) {
+  switch (action) {
+    case MemoryEvent::Action::kAllocate:
+      return "allocate";
+    case MemoryEvent::Action::kFree:
+      return "free";
+    case MemoryEvent::Action::kRegionAlloc:
+      return "region_alloc";
+    case MemoryEvent::Action::kRegionExtend:
+      return "region_extend";
+    case MemoryEvent::Action::kRegionFree:
+      return "region_free";
+    case MemoryEvent::Action::kOutOfMemory:
+      return "oom";
+  }
+  return "unknown";
+}
+
+void Allocator::RecordMemoryHistory(size_t max_entries) {
+  internal::MutexLock lock(&mutex_);
+  if (max_entries == 0) {
+    history_.reset();
+    return;
+  }
+  history_ = std::make_unique<History>();
+  history_->max_entries = max_entries;
+}
+
+void Allocator::RecordEvent(MemoryEvent::Action action, uint64_t address,
+                            uint64_t size, uint64_t requested_size,
+                            int64_t allocation_id, uint64_t free_bytes) {
+  History& h = *history_;
+  MemoryEvent e;
+  e.action = action;
+  e.address = address;
+  e.size = size;
+  e.requested_size = requested_size;
+  e.allocation_id = allocation_id;
+  e.free_bytes = free_bytes;
+  e.time_us = absl::ToUnixMicros(absl::Now());
+  ++h.recorded;
+  if (h.ring.size() < h.max_entries) {
+    // Grows as events come (a bound of millions costs nothing until used);
+    // an allocation failure here drops the event rather than the call.
+    try {
+      h.ring.push_back(e);
+    } catch (const std::bad_alloc&) {
+    }
+    return;
+  }
+  h.ring[h.next] = e;
+  h.next = h.next + 1 == h.ring.size() ? 0 : h.next + 1;
+}
+
+MemoryHistory Allocator::GetMemoryHistory() const {
+  internal::MutexLock lock(&mutex_);
+  MemoryHistory out;
+  if (history_ == nullptr) return out;
+  const History& h = *history_;
+  out.max_entries = h.max_entries;
+  out.dropped = h.recorded - h.ring.size();
+  out.events.reserve(h.ring.size());
+  // Oldest first: once the ring is full, the oldest is at `next`.
+  out.events.insert(out.events.end(), h.ring.begin() + h.next, h.ring.end());
+  out.events.insert(out.events.end(), h.ring.begin(), h.ring.begin() + h.next);
+  return out;
+}
+
+uint64_t Allocator::NumMemoryEventsRecorded() const {
+  internal::MutexLock lock(&mutex_);
+  return history_ == nullptr ? 0 : history_->recorded;
 }
 
 void Allocator::ResetPeakStats() {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "report/json_value.h"
@@ -112,6 +113,23 @@ json ReportToJsonValue(const ReplayReport& r) {
                          {"event_index", s.event_index},
                          {"dump", internal::MemoryDumpToJsonValue(s.dump)}});
   }
+  const std::vector<ReplayHistoryEvent>& h = r.history;
+  std::vector<int> action;
+  std::vector<uint64_t> op_index, address, size, requested, line;
+  std::vector<int64_t> allocation_id, time_us;
+  std::vector<std::string> pointer;
+  for (const ReplayHistoryEvent& e : h) {
+    action.push_back(static_cast<int>(e.event.action));
+    op_index.push_back(e.op_index);
+    address.push_back(e.event.address);
+    size.push_back(e.event.size);
+    requested.push_back(e.event.requested_size);
+    allocation_id.push_back(e.event.allocation_id);
+    time_us.push_back(e.event.time_us);
+    line.push_back(e.line);
+    pointer.push_back(e.pointer != 0 ? absl::StrCat("0x", absl::Hex(e.pointer))
+                                     : std::string());
+  }
   return json{{"format", kFormat},
               {"version", kVersion},
               {"trace", r.trace_name},
@@ -122,7 +140,17 @@ json ReportToJsonValue(const ReplayReport& r) {
                 {"in_use_bytes", t.in_use_bytes},
                 {"pool_bytes", t.pool_bytes},
                 {"fragmentation", t.fragmentation}}},
-              {"snapshots", std::move(snapshots)}};
+              {"snapshots", std::move(snapshots)},
+              {"history",
+               {{"action", std::move(action)},
+                {"op_index", std::move(op_index)},
+                {"address", std::move(address)},
+                {"size", std::move(size)},
+                {"requested_size", std::move(requested)},
+                {"allocation_id", std::move(allocation_id)},
+                {"time_us", std::move(time_us)},
+                {"line", std::move(line)},
+                {"pointer", std::move(pointer)}}}};
 }
 
 }  // namespace
@@ -154,7 +182,16 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
   int64_t peak = -1;
   size_t peak_op = 0;
   ReplayOptions replay = options.replay;
+  // events_before[i]: history events recorded before op i ran.
+  std::vector<uint64_t> events_before;
+  if (options.history) {
+    allocator->RecordMemoryHistory(std::numeric_limits<size_t>::max());
+    events_before.reserve(n + 1);
+    events_before.push_back(0);
+  }
   replay.after_op = [&](size_t i, const ReplayOp& op, void*) {
+    if (options.history)
+      events_before.push_back(allocator->NumMemoryEventsRecorded());
     Sample(*allocator, op, &t);
     if (t.in_use_bytes.back() > peak) {
       peak = t.in_use_bytes.back();
@@ -172,6 +209,26 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
     end.op_index = n > 0 ? n - 1 : 0;
     end.event_index = n > 0 ? trace.ops.back().event_index : 0;
     end.dump = allocator->RecordMemoryMap();
+    if (options.history) {
+      // Before the Replayer frees what the trace left live.
+      MemoryHistory h = allocator->GetMemoryHistory();
+      allocator->RecordMemoryHistory(0);
+      report.history.reserve(h.events.size());
+      size_t op = 0;
+      for (size_t e = 0; e < h.events.size(); ++e) {
+        while (op + 1 < events_before.size() && events_before[op + 1] <= e)
+          ++op;
+        ReplayHistoryEvent he;
+        he.event = h.events[e];
+        he.op_index = std::min(op, n > 0 ? n - 1 : 0);
+        const uint64_t row = n > 0 ? trace.ops[he.op_index].event_index : 0;
+        if (options.source != nullptr && row < options.source->events.size()) {
+          he.line = options.source->events[row].line;
+          he.pointer = options.source->events[row].pointer;
+        }
+        report.history.push_back(he);
+      }
+    }
   }
   progress(n);
 
@@ -272,6 +329,63 @@ absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
       snap.dump = internal::MemoryDumpFromJsonValue(
           internal::Member(s, sp, "dump"), absl::StrCat(sp, ".dump"));
       r.snapshots.push_back(std::move(snap));
+    }
+    if (j.contains("history")) {
+      const json& hj = internal::Member(j, "", "history");
+      const std::string hp = "history";
+      const auto action = CheckedGet<std::vector<int>>(hj, hp, "action");
+      const auto op_index =
+          CheckedGet<std::vector<uint64_t>>(hj, hp, "op_index");
+      const auto address = CheckedGet<std::vector<uint64_t>>(hj, hp, "address");
+      const auto size = CheckedGet<std::vector<uint64_t>>(hj, hp, "size");
+      const auto requested =
+          CheckedGet<std::vector<uint64_t>>(hj, hp, "requested_size");
+      const auto allocation_id =
+          CheckedGet<std::vector<int64_t>>(hj, hp, "allocation_id");
+      const auto time_us = CheckedGet<std::vector<int64_t>>(hj, hp, "time_us");
+      const auto line = CheckedGet<std::vector<uint64_t>>(hj, hp, "line");
+      const auto pointer =
+          CheckedGet<std::vector<std::string>>(hj, hp, "pointer");
+      const size_t m = action.size();
+      if (op_index.size() != m || address.size() != m || size.size() != m ||
+          requested.size() != m || allocation_id.size() != m ||
+          time_us.size() != m || line.size() != m || pointer.size() != m) {
+        return absl::InvalidArgumentError(
+            "bfc replay report: history columns differ in length");
+      }
+      r.history.resize(m);
+      for (size_t i = 0; i < m; ++i) {
+        const std::string at = absl::StrCat("history[", i, "]");
+        if (action[i] < 0 ||
+            action[i] > static_cast<int>(MemoryEvent::Action::kOutOfMemory)) {
+          internal::FieldError(
+              absl::StrCat(at, ".action"),
+              absl::StrCat("is not an action (got ", action[i], ")"));
+        }
+        if (op_index[i] >= std::max<size_t>(n, 1) ||
+            (i > 0 && op_index[i] < op_index[i - 1])) {
+          internal::FieldError(absl::StrCat(at, ".op_index"),
+                               "is past the timeline or goes back");
+        }
+        ReplayHistoryEvent& e = r.history[i];
+        e.event.action = static_cast<MemoryEvent::Action>(action[i]);
+        e.event.address = address[i];
+        e.event.size = size[i];
+        e.event.requested_size = requested[i];
+        e.event.allocation_id = allocation_id[i];
+        e.event.time_us = time_us[i];
+        e.op_index = op_index[i];
+        e.line = line[i];
+        if (!pointer[i].empty()) {
+          const std::string& p = pointer[i];
+          if (p.size() < 3 || p.size() > 18 || p.compare(0, 2, "0x") != 0 ||
+              !absl::SimpleHexAtoi(p.substr(2), &e.pointer)) {
+            internal::FieldError(absl::StrCat(at, ".pointer"),
+                                 absl::StrCat("is not a 0x hex pointer (got \"",
+                                              p.substr(0, 40), "\")"));
+          }
+        }
+      }
     }
     return r;
   } catch (const std::exception& e) {

@@ -2,8 +2,8 @@
 // -----------------------------------------------------------------------------
 //
 // A whole replay, made visible: what bfc-replay's --json, --svg and --html
-// write. BuildReplayReport replays a CompiledTrace (bfc/replay/trace.h) against a
-// fresh allocator and records, after every op, the bytes callers have live
+// write. BuildReplayReport replays a CompiledTrace (bfc/replay/trace.h) against
+// a fresh allocator and records, after every op, the bytes callers have live
 // (requested), the bytes in use (whole chunks), the pool held from the
 // sub-allocator and TF's external fragmentation metric; then it takes a
 // MemoryDump (bfc/memory_dump.h) at the peak of bytes in use and at the end
@@ -68,11 +68,25 @@ struct ReplaySnapshot {
   MemoryDump dump;
 };
 
+// One event of the first replay's allocator history
+// (Allocator::RecordMemoryHistory), tied to the op it happened in and, when
+// the source trace was given, to that op's row: what the viewer scrubs
+// through and what the PyTorch snapshot's trace holds.
+struct ReplayHistoryEvent {
+  MemoryEvent event;
+  uint64_t op_index = 0;  // index into the timeline (and CompiledTrace::ops)
+  uint64_t line = 0;      // 1-based line of the op's row in the trace file
+  uint64_t pointer = 0;   // the row's original pointer (0: unknown)
+};
+
 struct ReplayReport {
   std::string trace_name;
   ReplaySummary summary;  // of the first replay
   ReplayTimeline timeline;
   std::vector<ReplaySnapshot> snapshots;  // peak, then end
+  // Every allocation, free, region change and failure of the first replay,
+  // in order; empty when ReplayReportOptions::history was off.
+  std::vector<ReplayHistoryEvent> history;
 };
 
 struct ReplayReportOptions {
@@ -80,6 +94,11 @@ struct ReplayReportOptions {
   // Called every few thousand ops of each pass and once at its end with
   // (ops done so far over both passes, ops of both passes).
   std::function<void(size_t done, size_t total)> progress;
+  // Record ReplayReport::history (about 64 bytes per allocation or free).
+  bool history = true;
+  // The trace `trace` was compiled from: gives history events their line
+  // and original pointer. Optional; must outlive the call.
+  const Trace* source = nullptr;
 };
 
 // Errors: those of Replayer::Run (an inconsistent trace), or Internal when
@@ -92,8 +111,15 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
 // {"format": "bfc-replay-report", "version": 1, "trace": NAME,
 //  "summary": {...every ReplaySummary field...},
 //  "timeline": {"event_index": [...], "live_bytes": [...], ...},
-//  "snapshots": [{"label", "op_index", "event_index", "dump": MEMORY DUMP}]}
-// with MEMORY DUMP as in bfc/memory_dump.h.
+//  "snapshots": [{"label", "op_index", "event_index", "dump": MEMORY DUMP}],
+//  "history": {"action": [...], "op_index": [...], "address": [...],
+//              "size": [...], "requested_size": [...],
+//              "allocation_id": [...], "time_us": [...], "line": [...],
+//              "pointer": ["0x...", ...]}}
+// with MEMORY DUMP as in bfc/memory_dump.h and one column entry per history
+// event ("action": MemoryEvent::Action's value; "pointer" a hex string, ""
+// when unknown, as JavaScript numbers cannot hold every 64-bit pointer).
+// "history" is optional when read (reports written before it existed).
 std::string ReplayReportToJson(const ReplayReport& report, int indent = -1);
 absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view json);
 
