@@ -136,7 +136,8 @@ TEST(AllocConfTest, PyTorchKeysAreMappedOrIgnoredWithWhatToUseInstead) {
                 "PyTorch's own pinned-memory allocator"},
            Case{"pinned_use_background_threads:True",
                 "PyTorch's own pinned-memory allocator"},
-           Case{"release_lock_on_cudamalloc:True", "never holds its lock"},
+           Case{"release_lock_on_cudamalloc:True",
+                "holds its lock across the backend's allocation"},
            Case{"backend:cudaMallocAsync", "serving backend:cuda"},
        }) {
     SCOPED_TRACE(c.text);

@@ -52,7 +52,8 @@ constexpr PyTorchKey kPyTorchKeys[] = {
     {"pinned_use_background_threads",
      "it configures PyTorch's own pinned-memory allocator, not this one"},
     {"release_lock_on_cudamalloc",
-     "bfc never holds its lock across a driver allocation's wait"},
+     "bfc holds its lock across the backend's allocation call, as TF "
+     "does; there is no option to release it"},
 };
 
 const PyTorchKey* FindPyTorchKey(absl::string_view key) {
