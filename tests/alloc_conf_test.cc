@@ -79,7 +79,7 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
                 "memory_limit, memory_fraction, allow_growth"},
            Case{"backend:tpu",
                 "BFC_ALLOC_CONF: bad value \"tpu\" for backend "
-                "(accepted values: cuda (or native), host, virtual)"},
+                "(accepted values: cuda (or native), host, virtual, sim-cudamalloc)"},
            Case{"allow_growth:maybe",
                 "bad value \"maybe\" for allow_growth (accepted values: true, "
                 "false, 1, 0 (any case))"},

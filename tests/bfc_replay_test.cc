@@ -235,6 +235,34 @@ TEST_F(BfcReplayTest, SummaryJsonOnStdout) {
   EXPECT_THAT(r.err, HasSubstr("peak live bytes"));
 }
 
+// sim-cudamalloc: regions never merge, so the map at the end holds every
+// region taken; the coalescing virtual backend merges the same regions into
+// fewer. The summary counts the sub-allocator calls.
+TEST_F(BfcReplayTest, SimCudaMallocRegionsNeverMerge) {
+  for (const char* backend : {"sim-cudamalloc", "virtual"}) {
+    SCOPED_TRACE(backend);
+    const std::string json = File(std::string(backend) + ".json");
+    Result r = Run(std::string("--growth --backend ") + backend +
+                   " --quiet --summary-json - --json '" + json + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    EXPECT_EQ(j["backend"], backend);
+    EXPECT_EQ(j["sub_allocator_allocs"], j["regions"]);
+    EXPECT_EQ(j["sub_allocator_frees"], 0);
+    std::ifstream in(json);
+    nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_FALSE(report.is_discarded());
+    const size_t regions_at_end =
+        report["snapshots"][1]["dump"]["regions"].size();
+    if (std::string(backend) == "sim-cudamalloc") {
+      EXPECT_EQ(regions_at_end, j["regions"].get<size_t>());
+    } else {
+      EXPECT_LT(regions_at_end, j["regions"].get<size_t>());
+    }
+  }
+}
+
 TEST_F(BfcReplayTest, SummaryJsonFileAndFailures) {
   const std::string out = File("summary.json");
   Result r = Run("--memory-limit=100MiB --quiet --summary-json '" + out + "'");

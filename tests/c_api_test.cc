@@ -740,7 +740,17 @@ class CApiKeyTest : public CApiTest {
     return err;
   }
   static std::vector<KeyCase> KeyCases();
+  // The pool after one 256-byte allocation (freed again).
+  static std::string PoolAfter256();
 };
+
+std::string CApiKeyTest::PoolAfter256() {
+  void* p = lib_.malloc(256, 0, kNoStream);
+  bfc_stats s;
+  lib_.get_stats(0, &s);
+  lib_.free(p, 0, 0, kNoStream);
+  return "pool " + std::to_string(s.pool_bytes);
+}
 
 std::vector<KeyCase> CApiKeyTest::KeyCases() {
   using std::chrono::milliseconds;
@@ -808,6 +818,79 @@ std::vector<KeyCase> CApiKeyTest::KeyCases() {
          bfc_stats s;
          lib_.get_stats(0, &s);
          lib_.free(p, 40 << 20, 0, kNoStream);
+         return "in use " + std::to_string(s.bytes_in_use);
+       },
+       "in use 41943040", "in use 67108864"},
+      // The first region: 2 MiB (TF) or exactly the 256-byte request.
+      {"growth_policy",
+       "backend:host,memory_limit:64MiB,growth_policy:same_as_requested",
+       "backend:host,memory_limit:64MiB", PoolAfter256, "pool 256",
+       "pool 2097152"},
+      {"initial_region_bytes",
+       "backend:host,memory_limit:64MiB,initial_region_bytes:1MiB",
+       "backend:host,memory_limit:64MiB", PoolAfter256, "pool 1048576",
+       "pool 2097152"},
+      // 2 MiB, then a region that doubled to 4 MiB -- or only 1 MiB under a
+      // 1 MiB cap (the 1 MiB request still fits).
+      {"max_growth_step_bytes",
+       "backend:host,memory_limit:64MiB,max_growth_step_bytes:1MiB",
+       "backend:host,memory_limit:64MiB",
+       [] {
+         void* a = lib_.malloc(2 << 20, 0, kNoStream);
+         void* b = lib_.malloc(1 << 20, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(a, 0, 0, kNoStream);
+         lib_.free(b, 0, 0, kNoStream);
+         return "pool " + std::to_string(s.pool_bytes);
+       },
+       "pool 3145728", "pool 6291456"},
+      {"min_growth_step_bytes",
+       "backend:host,memory_limit:64MiB,growth_policy:same_as_requested,"
+       "min_growth_step_bytes:1MiB",
+       "backend:host,memory_limit:64MiB,growth_policy:same_as_requested",
+       PoolAfter256, "pool 1048576", "pool 256"},
+      // A fully free 2 MiB region does not fit 3 MiB: given back before the
+      // pool grows, or kept.
+      {"release_before_extend",
+       "backend:host,memory_limit:64MiB,release_before_extend:true",
+       "backend:host,memory_limit:64MiB",
+       [] {
+         void* a = lib_.malloc(2 << 20, 0, kNoStream);
+         void* b = lib_.malloc(4 << 20, 0, kNoStream);
+         lib_.free(a, 0, 0, kNoStream);
+         void* c = lib_.malloc(3 << 20, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(b, 0, 0, kNoStream);
+         lib_.free(c, 0, 0, kNoStream);
+         return "released " + std::to_string(s.num_regions_released);
+       },
+       "released 1", "released 0"},
+      // A huge allocation's region goes back when it is freed.
+      {"huge_allocation_bytes",
+       "backend:host,memory_limit:64MiB,huge_allocation_bytes:1MiB",
+       "backend:host,memory_limit:64MiB",
+       [] {
+         void* p = lib_.malloc(4 << 20, 0, kNoStream);
+         lib_.free(p, 0, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         return NullOr(p, "allocated") + ", pool " +
+                std::to_string(s.pool_bytes);
+       },
+       "allocated, pool 0", "allocated, pool 4194304"},
+      // 40 MiB in a 64 MiB region: TF keeps the 24 MiB rest in the chunk;
+      // any rest of 256 bytes or more is split off.
+      {"min_split_remainder_bytes",
+       "backend:virtual,memory_limit:64MiB,allow_growth:false,"
+       "min_split_remainder_bytes:256",
+       "backend:virtual,memory_limit:64MiB,allow_growth:false",
+       [] {
+         void* p = lib_.malloc(40 << 20, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(p, 0, 0, kNoStream);
          return "in use " + std::to_string(s.bytes_in_use);
        },
        "in use 41943040", "in use 67108864"},

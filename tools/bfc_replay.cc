@@ -103,7 +103,8 @@ constexpr char kFooter[] =
 constexpr char kSummaryKeys[] =
     "trace, trace_path, events, allocations, frees, failures, "
     "peak_live_bytes, peak_bytes_in_use, peak_pool_bytes, footprint, regions, "
-    "ns_per_op, backend, memory_limit, options (each option as text)";
+    "sub_allocator_allocs, sub_allocator_frees, ns_per_op, backend, "
+    "memory_limit, options (each option as text)";
 
 // Spellings the tool had before the option table, kept for scripts and docs.
 const char* OptionAlias(absl::string_view name) {
@@ -176,10 +177,12 @@ void DeclareFlags(CLI::App& app, Flags* f) {
       ->group(kGroupAllocator);
   app.add_option("--backend", f->backend,
                  "Where regions come from: virtual (reserved address space, "
-                 "no memory touched, coalescing), host (malloc), cuda (GPU 0; "
-                 "exit status 2 without one). Default: virtual")
+                 "no memory touched, coalescing), sim-cudamalloc (the same, "
+                 "but regions never adjacent, as cudaMalloc's), host "
+                 "(malloc), cuda (GPU 0; exit status 2 without one). "
+                 "Default: virtual")
       ->type_name("NAME")
-      ->check(CLI::IsMember({"host", "virtual", "cuda"}))
+      ->check(CLI::IsMember({"host", "virtual", "sim-cudamalloc", "cuda"}))
       ->group(kGroupAllocator);
   app.add_option(
          "--memory-limit", f->memory_limit,
@@ -212,10 +215,23 @@ void DeclareFlags(CLI::App& app, Flags* f) {
       opt = app.add_flag(names, f->option_values[i], doc)
                 ->option_text("[=true|false]");
     } else {
-      const char* type = field.kind == bfc::OptionKind::kCount ? "COUNT"
-                         : field.kind == bfc::OptionKind::kFraction
-                             ? "FRACTION"
-                             : "DURATION";
+      const char* type = "DURATION";
+      switch (field.kind) {
+        case bfc::OptionKind::kCount:
+          type = "COUNT";
+          break;
+        case bfc::OptionKind::kFraction:
+          type = "FRACTION";
+          break;
+        case bfc::OptionKind::kBytes:
+          type = "BYTES";
+          break;
+        case bfc::OptionKind::kGrowthPolicy:
+          type = "POLICY";
+          break;
+        default:
+          break;
+      }
       opt = app.add_option(names, f->option_values[i], doc)
                 ->type_name(type)
                 ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -342,7 +358,9 @@ absl::Status BuildConfig(const Flags& flags, Config* config) {
   if (!flags.backend.empty()) {
     config->backend = flags.backend == "host"   ? Backend::kHost
                       : flags.backend == "cuda" ? Backend::kCuda
-                                                : Backend::kVirtual;
+                      : flags.backend == "sim-cudamalloc"
+                          ? Backend::kSimCudaMalloc
+                          : Backend::kVirtual;
     config->backend_from = "--backend";
   }
   if (!flags.memory_limit.empty()) {
@@ -364,6 +382,7 @@ absl::Status BuildConfig(const Flags& flags, Config* config) {
         total = PhysicalMemoryBytes();
         break;
       case Backend::kVirtual:
+      case Backend::kSimCudaMalloc:
         total = kDefaultMemoryLimit;
         break;
       case Backend::kCuda:
@@ -415,7 +434,9 @@ std::unique_ptr<bfc::SubAllocator> MakeSubAllocator(const Config& config,
                                                     std::string* error) {
   switch (config.backend) {
     case Backend::kVirtual:
-      return std::make_unique<bfc::VirtualSubAllocator>(config.memory_limit);
+    case Backend::kSimCudaMalloc:
+      return bfc::c_api::MakeVirtualSubAllocator(config.backend,
+                                                 config.memory_limit);
     case Backend::kHost:
       return std::make_unique<bfc::HostSubAllocator>();
     case Backend::kCuda: {
@@ -536,6 +557,10 @@ std::string SummaryJson(const Config& config, const std::string& path,
   j["pool_bytes_at_end"] = s.pool_bytes_at_end;
   j["footprint"] = s.footprint_ratio;
   j["regions"] = s.regions;
+  // What a GPU pays for: cudaMalloc and cudaFree calls (the destructor's
+  // frees of what is still held at exit are not counted).
+  j["sub_allocator_allocs"] = s.regions;
+  j["sub_allocator_frees"] = s.regions_released;
   j["wall_seconds"] = s.wall_seconds;
   j["ns_per_op"] = s.ns_per_op;
   j["backend"] = bfc::c_api::BackendName(config.backend);

@@ -104,6 +104,9 @@ struct AllocationAttributes {
   // TF's timestamped reuse. Accepted for source compatibility; bfc does not
   // delay reuse, so it is never called.
   std::function<uint64_t()>* freed_by_func = nullptr;
+  // A region of its own for this allocation, as Options::huge_allocation_bytes
+  // gives large requests: exact, never split or reused, given back on free.
+  bool dedicated = false;
 };
 
 class Allocator {
@@ -273,19 +276,32 @@ class Allocator {
   }
   // One attempt (TF: AllocateRawInternal): FindChunk, else Extend, else give
   // free regions back and Extend; nullptr when all fail.
-  void* AllocateLocked(size_t alignment, size_t num_bytes, size_t rounded)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void* AllocateLocked(size_t alignment, size_t num_bytes, size_t rounded,
+                       bool dedicated) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Best fit for `rounded_bytes` at `alignment`, taken out of its bin, or
   // kInvalidChunkHandle (nothing changed).
   ChunkHandle FindChunk(size_t alignment, size_t rounded_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Hands out the free, unbinned chunk `h` from FindChunk: splits off the
   // alignment prefix and a remainder worth keeping, marks it in use, counts.
+  // `may_split` false: the chunk is handed out whole (a dedicated region).
   void* AllocateChunk(ChunkHandle h, size_t alignment, size_t rounded_bytes,
-                      size_t num_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+                      size_t num_bytes, bool may_split = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // A new region from the sub-allocator big enough for the request (growth
-  // policy, limit, 0.9x back-off); false when none can be had.
-  [[nodiscard]] bool Extend(size_t alignment, size_t rounded_bytes)
+  // policy, limit, 0.9x back-off); false when none can be had. With
+  // `dedicated`, an exact region of its own whose one chunk is returned in
+  // *dedicated (not put in a bin).
+  [[nodiscard]] bool Extend(size_t alignment, size_t rounded_bytes,
+                            ChunkHandle* dedicated = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The bytes Extend asks for first: the growth policy's step for `needed`
+  // bytes, within the step cap and floor and the `available` room.
+  size_t GrowthStep(size_t needed, size_t available, bool* increased)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Gives region `r` (no chunk in use; its one free chunk not in a bin when
+  // `binned` is false) back to the sub-allocator; true when Free succeeded.
+  bool ReleaseRegionLocked(internal::AllocationRegion r, bool binned)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // With Options::garbage_collection: gives fully-free regions back before
   // the last Extend attempt; true when it released any.
@@ -405,6 +421,11 @@ class Allocator {
   const size_t memory_limit_;
   const bool coalesce_regions_;
   const int64_t max_internal_fragmentation_bytes_;
+  // Requests of at least this many (rounded) bytes take the dedicated path;
+  // SIZE_MAX when huge_allocation_bytes is 0.
+  const size_t huge_threshold_;
+  // Split when the rest is at least this; 0: TF's rule.
+  const size_t min_split_remainder_;
 
   // Guards everything below. Taken after the C ABI's registry mutex and
   // before the log sink's (bfc/internal/mutex.h, "Locks"); held across calls
@@ -424,6 +445,8 @@ class Allocator {
   uint32_t non_empty_bins_ ABSL_GUARDED_BY(mutex_) = 0;
   internal::RegionManager region_manager_ ABSL_GUARDED_BY(mutex_){&chunks_};
   int64_t next_allocation_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  // Dedicated regions held: frees look their region up only while > 0.
+  int64_t num_dedicated_regions_ ABSL_GUARDED_BY(mutex_) = 0;
   AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
   int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;
   // Invalid frees and requests reported (ReportInvalid), logged or not.

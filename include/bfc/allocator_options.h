@@ -20,6 +20,8 @@
 //   kCount     a decimal integer in [0, 2^31 - 1]
 //   kFraction  a decimal number in [0, 1]
 //   kDuration  a finite duration >= 0: 10s, 500ms, 1m, 1.5s (absl::Duration)
+//   kBytes     a byte size < 2^62: 0, 4096, 2MiB, 1.5GiB, 1GB (bfc/units.h)
+//   kGrowthPolicy  doubling | same_as_requested | fixed_step
 //
 // Example:
 //
@@ -33,6 +35,7 @@
 #ifndef BFC_ALLOCATOR_OPTIONS_H_
 #define BFC_ALLOCATOR_OPTIONS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -41,6 +44,19 @@
 #include "absl/types/span.h"
 
 namespace bfc {
+
+// How Extend sizes a new region (allow_growth on). Every policy asks for at
+// least what the request needs, then clamps to the limit; max_ and
+// min_growth_step_bytes bound the step.
+enum class GrowthPolicy {
+  // TF: start at initial_region_bytes and double after every Extend.
+  kDoubling,
+  // ONNX Runtime's kSameAsRequested: exactly what the request needs.
+  kSameAsRequested,
+  // Paddle's auto-growth chunk: initial_region_bytes each time, or the
+  // request when it is larger.
+  kFixedStep,
+};
 
 // X(type, name, default, kind, unit, doc). Kinds and units are described in
 // the file comment; `doc` is one line, used verbatim by --help and the README.
@@ -66,7 +82,26 @@ namespace bfc {
     "At most this many out-of-memory reports are logged per allocator")       \
   X(bool, record_allocation_sites, false, kBool, "",                          \
     "Capture the call stack of every allocation for dumps and leak and OOM "  \
-    "reports (a stack walk per allocation)")
+    "reports (a stack walk per allocation)")                                  \
+  X(GrowthPolicy, growth_policy, GrowthPolicy::kDoubling, kGrowthPolicy, "",  \
+    "How a new region is sized: doubling (TF), same_as_requested (ONNX "      \
+    "Runtime), fixed_step (initial_region_bytes each time)")                  \
+  X(uint64_t, initial_region_bytes, uint64_t{2} << 20, kBytes, "",            \
+    "The first region with growth on (TF: 2 MiB); fixed_step's step")         \
+  X(uint64_t, max_growth_step_bytes, 0, kBytes, "",                           \
+    "Cap on one region (the request still fits; 0: none; ONNX Runtime's "     \
+    "max_power_of_two_extend_bytes)")                                         \
+  X(uint64_t, min_growth_step_bytes, 0, kBytes, "",                           \
+    "Floor on one region (0: none; Paddle's auto_growth_chunk_size)")         \
+  X(bool, release_before_extend, false, kBool, "",                            \
+    "Give fully-free regions back before taking a new one (Paddle's "         \
+    "free_idle_chunk)")                                                       \
+  X(uint64_t, huge_allocation_bytes, 0, kBytes, "",                           \
+    "Requests of at least this many bytes get a region of their own, never "  \
+    "split or reused, given back on free (0: off; Paddle's HUGE_CHUNK)")      \
+  X(uint64_t, min_split_remainder_bytes, 0, kBytes, "",                       \
+    "Split a chunk when the rest is at least this (0: TF's rule: the chunk "  \
+    "is at least twice the request or the rest reaches the split cap)")
 
 struct AllocatorOptions {
 #define BFC_INTERNAL_DECLARE_OPTION(type, name, default_value, kind, unit, \
@@ -76,7 +111,17 @@ struct AllocatorOptions {
 #undef BFC_INTERNAL_DECLARE_OPTION
 };
 
-enum class OptionKind { kBool, kCount, kFraction, kDuration };
+enum class OptionKind {
+  kBool,
+  kCount,
+  kFraction,
+  kDuration,
+  kBytes,
+  kGrowthPolicy,
+};
+
+// "doubling", "same_as_requested", "fixed_step".
+absl::string_view GrowthPolicyName(GrowthPolicy policy);
 
 // One row of the table. The default, as text in the value grammar, is
 // AllocatorOptionToString(AllocatorOptions(), name).

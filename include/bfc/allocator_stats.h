@@ -66,6 +66,11 @@ namespace bfc {
     "sub-allocator memory refused: misaligned, short (never reset)")          \
   X(int64_t, num_retries, "Retries",                                          \
     "waits for other threads' frees by allocations that had failed")          \
+  X(int64_t, huge_bytes_in_use, "HugeInUse",                                  \
+    "bytes in regions of their own (huge_allocation_bytes, dedicated)")       \
+  X(int64_t, growth_overshoot_bytes, "GrowthOvershoot",                       \
+    "bytes taken by Extend beyond what the requests that grew the pool "      \
+    "needed, summed over every Extend (never reset)")                         \
   X(int64_t, bytes_requested_in_use, "RequestedInUse",                        \
     "what callers asked for, over in-use chunks: bytes_in_use minus this is " \
     "internal fragmentation")                                                 \

@@ -24,6 +24,7 @@
  *
  *     Comma-separated key:value pairs, each key at most once:
  *       backend                 cuda (default; also "native") | host | virtual
+ *                               | sim-cudamalloc
  *       allow_growth            true | false            (default true)
  *       allow_retry_on_failure  true | false            (default true)
  *       garbage_collection      true | false            (default false)
@@ -32,6 +33,14 @@
  *       retry_timeout           a duration: 10s, 500ms  (default 10s)
  *       max_oom_logs            an integer >= 0         (default 10)
  *       record_allocation_sites true | false            (default false)
+ *       growth_policy           doubling | same_as_requested | fixed_step
+ *                                                       (default doubling)
+ *       initial_region_bytes    bytes                   (default 2MiB)
+ *       max_growth_step_bytes   bytes, 0: no cap        (default 0)
+ *       min_growth_step_bytes   bytes, 0: no floor      (default 0)
+ *       release_before_extend   true | false            (default false)
+ *       huge_allocation_bytes   bytes, 0: off           (default 0)
+ *       min_split_remainder_bytes bytes, 0: TF's rule   (default 0)
  *       memory_limit            bytes, with an optional unit: B, KB, KiB, MB,
  *                               MiB, GB, GiB, TB, TiB, PB, PiB (1000- or
  *                               1024-based)
@@ -57,6 +66,8 @@
  *                NOT be dereferenced; for replays and tests of the bookkeeping.
  *                A limit the kernel will not reserve (more than the address
  *                space) fails every allocation at once, saying so.
+ *       sim-cudamalloc  the same, but regions are never adjacent (so never
+ *                merge), as cudaMalloc's are: for footprint measurements.
  *     A backend that can never hand out memory fails each call at once with
  *     the cause, never after a retry wait as "out of memory".
  *   * A key bfc does not know (a typo, a PyTorch setting above) is one
@@ -180,6 +191,7 @@ BFC_C_API int bfc_get_stats(int device, bfc_stats* out);
  * restart from the current values; counters are kept (PyTorch's
  * reset_peak_memory_stats). Returns 0 or -1. */
 BFC_C_API int bfc_reset_peak_stats(int device);
+
 /* --- Memory history and PyTorch memory snapshots ------------------------- */
 
 /* Starts recording the device's allocations, frees, regions taken, extended

@@ -4,6 +4,8 @@
 #include "c_api/alloc_conf.h"
 
 #include <algorithm>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "bfc/allocator_options.h"
+#include "bfc/internal/constants.h"
 #include "bfc/units.h"
 
 namespace bfc::c_api {
@@ -113,8 +116,24 @@ const char* BackendName(Backend backend) {
       return "host";
     case Backend::kVirtual:
       return "virtual";
+    case Backend::kSimCudaMalloc:
+      return "sim-cudamalloc";
   }
   return "?";
+}
+
+std::unique_ptr<VirtualSubAllocator> MakeVirtualSubAllocator(Backend backend,
+                                                             size_t limit) {
+  if (backend != Backend::kSimCudaMalloc) {
+    return std::make_unique<VirtualSubAllocator>(limit);
+  }
+  VirtualSubAllocator::Options o;
+  o.supports_coalescing = false;
+  o.gap_bytes = kMinAllocationSize;
+  // Every block is at least 256 bytes and is followed by a 256-byte gap.
+  const size_t capacity =
+      limit <= std::numeric_limits<size_t>::max() / 2 ? 2 * limit : limit;
+  return std::make_unique<VirtualSubAllocator>(capacity, o);
 }
 
 std::string AllocConfKeys() {
@@ -159,6 +178,8 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
         conf.backend = Backend::kHost;
       } else if (value == "virtual") {
         conf.backend = Backend::kVirtual;
+      } else if (value == "sim-cudamalloc") {
+        conf.backend = Backend::kSimCudaMalloc;
       } else if (value == "cudaMallocAsync") {
         // Device memory is what the user asked for; whose pool serves it is
         // decided by loading bfc.
@@ -169,7 +190,8 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
             "serving backend:cuda (write backend:cuda or native)",
             kAllocConfEnvVar));
       } else {
-        return BadValue(key, value, "cuda (or native), host, virtual");
+        return BadValue(key, value,
+                        "cuda (or native), host, virtual, sim-cudamalloc");
       }
     } else if (key == "memory_limit") {
       absl::StatusOr<uint64_t> bytes = ParseByteSize(value);

@@ -26,6 +26,7 @@
 #define BFC_C_API_ALLOC_CONF_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,14 +34,25 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "bfc/allocator_options.h"
+#include "bfc/virtual_sub_allocator.h"
 
 namespace bfc::c_api {
 
 inline constexpr char kAllocConfEnvVar[] = "BFC_ALLOC_CONF";
 
-enum class Backend { kCuda, kHost, kVirtual };
-// "cuda", "host", "virtual".
+// kSimCudaMalloc: the virtual backend's reserved address space handed out as
+// cudaMalloc does, in regions that never touch, so none ever merge.
+enum class Backend { kCuda, kHost, kVirtual, kSimCudaMalloc };
+// "cuda", "host", "virtual", "sim-cudamalloc".
 const char* BackendName(Backend backend);
+
+// The address-space backends over `limit` bytes: kVirtual hands out adjacent
+// blocks (coalescing, like VMM); kSimCudaMalloc leaves a gap after every
+// block and reports no coalescing, as cudaMalloc's regions behave (twice the
+// limit is reserved so that the gaps never run it out). base() is nullptr
+// when the kernel refused the reservation.
+std::unique_ptr<VirtualSubAllocator> MakeVirtualSubAllocator(Backend backend,
+                                                             size_t limit);
 
 struct AllocConf {
   Backend backend = Backend::kCuda;

@@ -101,10 +101,11 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
       sub = std::make_unique<HostSubAllocator>();
       break;
     }
-    case Backend::kVirtual: {
+    case Backend::kVirtual:
+    case Backend::kSimCudaMalloc: {
       limit = Limit(config, kVirtualDefaultBytes, kVirtualDefaultBytes);
       if (limit == 0) break;  // reported below
-      auto virt = std::make_unique<VirtualSubAllocator>(limit);
+      auto virt = MakeVirtualSubAllocator(config.backend, limit);
       // A range the kernel will not reserve can never be handed out: say so
       // once, now, instead of failing every allocation as out of memory.
       if (virt->base() == nullptr) {

@@ -41,7 +41,6 @@ using internal::kInvalidBinNum;
 using internal::kInvalidChunkHandle;
 using internal::RoundedBytes;
 
-constexpr size_t kDefaultInitialRegionBytes = size_t{2} << 20;  // 2 MiB, as TF
 constexpr int64_t kDefaultMaxInternalFragmentation = int64_t{128} << 20;
 // Invalid frees and requests reported in full per allocator; later ones are
 // counted, with one line at each power-of-two count (ReportInvalid).
@@ -118,15 +117,28 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
       memory_limit_(total_memory),
       coalesce_regions_(SupportsCoalescingNoThrow(sub_allocator_.get(), name_)),
       max_internal_fragmentation_bytes_(MaxInternalFragmentation(
-          options.fragmentation_fraction, total_memory)) {
+          options.fragmentation_fraction, total_memory)),
+      huge_threshold_(options.huge_allocation_bytes == 0 ||
+                              options.huge_allocation_bytes >
+                                  internal::kMaxRoundableBytes
+                          ? std::numeric_limits<size_t>::max()
+                          : RoundedBytes(options.huge_allocation_bytes)),
+      min_split_remainder_(options.min_split_remainder_bytes == 0
+                               ? 0
+                               : RoundedBytes(std::min<uint64_t>(
+                                     options.min_split_remainder_bytes,
+                                     internal::kMaxRoundableBytes))) {
   internal::MutexLock lock(&mutex_);
   // Without growth the first Extend takes the whole limit; nothing is taken
   // here, so constructing an allocator is free.
   const size_t capped = std::min(total_memory, internal::kMaxRoundableBytes);
-  curr_region_allocation_bytes_ =
-      opts_.allow_growth
-          ? RoundedBytes(std::min(capped, kDefaultInitialRegionBytes))
-          : RoundedBytes(capped);
+  // TF starts growth at 2 MiB (initial_region_bytes' default); 0 means the
+  // smallest region, not a zero step that could never double.
+  const size_t initial = static_cast<size_t>(
+      std::max<uint64_t>(opts_.initial_region_bytes, kMinAllocationSize));
+  curr_region_allocation_bytes_ = opts_.allow_growth
+                                      ? RoundedBytes(std::min(capped, initial))
+                                      : RoundedBytes(capped);
   stats_.bytes_limit = static_cast<int64_t>(std::min<size_t>(
       total_memory, static_cast<size_t>(std::numeric_limits<int64_t>::max())));
   stats_.pool_bytes = 0;
@@ -254,6 +266,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
   if (alignment <= kMinAllocationSize && IsPowerOfTwo(alignment) &&
       num_bytes - 1 < internal::kMaxRoundableBytes) {
     const size_t rounded = RoundedBytes(num_bytes);
+    // A huge request never takes a pooled chunk: it gets its own region.
+    if (ABSL_PREDICT_FALSE(rounded >= huge_threshold_)) return nullptr;
     internal::MutexLock lock(&mutex_);
     const ChunkHandle h = FindChunk(alignment, rounded);
     if (h != kInvalidChunkHandle) {
@@ -271,7 +285,8 @@ void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes) {
 
 void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
                              const AllocationAttributes& attr) {
-  void* ptr = AllocateFast(alignment, num_bytes);
+  // A dedicated request never takes a pooled chunk.
+  void* ptr = attr.dedicated ? nullptr : AllocateFast(alignment, num_bytes);
   if (ABSL_PREDICT_TRUE(ptr != nullptr)) return ptr;
   return AllocateSlow(alignment, num_bytes, attr);
 }
@@ -326,7 +341,8 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
                                 const AllocationAttributes& attr,
                                 absl::Status* failure) {
   internal::MutexLock lock(&mutex_);
-  void* ptr = AllocateLocked(alignment, num_bytes, rounded);
+  const bool dedicated = attr.dedicated || rounded >= huge_threshold_;
+  void* ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
   if (ptr != nullptr) return ptr;
   absl::Status cause = FailureCauseLocked();
   // Waiting helps only when another thread can make room: by a free or a
@@ -349,7 +365,7 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
       ++stats_.num_retries;
       freed_cv_.WaitWithDeadline(&mutex_, deadline);
       --num_waiters_;
-      ptr = AllocateLocked(alignment, num_bytes, rounded);
+      ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
       if (ptr != nullptr) return ptr;
       cause = FailureCauseLocked();
     }
@@ -418,9 +434,26 @@ int64_t Allocator::num_oom_logs_suppressed() const {
 }
 
 void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
-                                size_t rounded) {
+                                size_t rounded, bool dedicated) {
   extend_error_ = absl::OkStatus();
+  if (dedicated) {
+    // Exact memory of its own, handed out whole; on failure, fully-free
+    // regions are given back (with garbage_collection) and it is tried once
+    // more, as for a pooled request.
+    ChunkHandle d = kInvalidChunkHandle;
+    if (!Extend(alignment, rounded, &d) && DeallocateFreeRegions(rounded)) {
+      (void)Extend(alignment, rounded, &d);
+    }
+    if (d == kInvalidChunkHandle) return nullptr;
+    stats_.huge_bytes_in_use += static_cast<int64_t>(chunks_[d].size);
+    return AllocateChunk(d, alignment, rounded, num_bytes, /*may_split=*/false);
+  }
   ChunkHandle h = FindChunk(alignment, rounded);
+  // Memory nobody uses goes back before more is taken: the pool then holds
+  // what is live plus what the new region adds.
+  if (h == kInvalidChunkHandle && opts_.release_before_extend) {
+    (void)ReleaseFreeRegionsLocked();
+  }
   if (h == kInvalidChunkHandle && Extend(alignment, rounded)) {
     h = FindChunk(alignment, rounded);
   }
@@ -469,7 +502,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
-    ChunkHandle h, size_t alignment, size_t rounded_bytes, size_t num_bytes) {
+    ChunkHandle h, size_t alignment, size_t rounded_bytes, size_t num_bytes,
+    bool may_split) {
   if (alignment > kMinAllocationSize) {
     const size_t pad =
         AlignUp(chunks_[h].addr(), alignment) - chunks_[h].addr();
@@ -483,13 +517,17 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
       h = rest;
     }
   }
-  // Split when the remainder is worth keeping: the chunk is at least twice
-  // the request, or the waste would reach the internal-fragmentation cap.
+  // Split when the remainder is worth keeping: TF's rule (the chunk is at
+  // least twice the request, or the waste would reach the internal-
+  // fragmentation cap), or a remainder of min_split_remainder_bytes.
   const size_t chunk_size = chunks_[h].size;
   BFC_DCHECK_GE(chunk_size, rounded_bytes);
-  if (chunk_size >= rounded_bytes * 2 ||
-      static_cast<int64_t>(chunk_size - rounded_bytes) >=
-          max_internal_fragmentation_bytes_) {
+  const size_t rest = chunk_size - rounded_bytes;
+  if (may_split && rest > 0 &&
+      (min_split_remainder_ != 0 ? rest >= min_split_remainder_
+                                 : chunk_size >= rounded_bytes * 2 ||
+                                       static_cast<int64_t>(rest) >=
+                                           max_internal_fragmentation_bytes_)) {
     InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
   }
   Chunk& c = chunks_[h];
@@ -512,7 +550,51 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
   return c.ptr;
 }
 
-bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
+size_t Allocator::GrowthStep(size_t needed, size_t available, bool* increased) {
+  *increased = false;
+  // Without growth the first region is the whole limit (TF); the policy
+  // knobs are growth's.
+  const GrowthPolicy policy =
+      opts_.allow_growth ? opts_.growth_policy : GrowthPolicy::kDoubling;
+  size_t bytes = needed;
+  switch (policy) {
+    case GrowthPolicy::kDoubling:
+      while (needed > curr_region_allocation_bytes_) {
+        if (curr_region_allocation_bytes_ >
+            std::numeric_limits<size_t>::max() / 2) {
+          curr_region_allocation_bytes_ = needed;
+        } else {
+          curr_region_allocation_bytes_ *= 2;
+        }
+        *increased = true;
+      }
+      bytes = curr_region_allocation_bytes_;
+      break;
+    case GrowthPolicy::kSameAsRequested:
+      bytes = needed;
+      break;
+    case GrowthPolicy::kFixedStep:
+      // curr_region_allocation_bytes_ stays initial_region_bytes.
+      bytes = std::max(needed, curr_region_allocation_bytes_);
+      break;
+  }
+  if (opts_.allow_growth) {
+    // Options are below 2^62, so the round-ups cannot wrap.
+    if (opts_.max_growth_step_bytes != 0) {
+      const size_t cap =
+          AlignUp(opts_.max_growth_step_bytes, kMinAllocationSize);
+      if (bytes > cap) bytes = std::max(needed, cap);
+    }
+    if (opts_.min_growth_step_bytes != 0) {
+      bytes = std::max<size_t>(
+          bytes, AlignUp(opts_.min_growth_step_bytes, kMinAllocationSize));
+    }
+  }
+  return std::min(bytes, available);
+}
+
+bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
+                       ChunkHandle* dedicated) {
   if (sub_allocator_ == nullptr) return false;
   size_t available = memory_limit_ > total_region_allocated_bytes_
                          ? memory_limit_ - total_region_allocated_bytes_
@@ -525,19 +607,14 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
       (alignment > kMinAllocationSize ? alignment - kMinAllocationSize : 0);
   if (needed > available) return false;
 
+  // A dedicated region is exactly the request; a pooled one is sized by the
+  // growth policy.
   bool increased_allocation = false;
-  while (needed > curr_region_allocation_bytes_) {
-    if (curr_region_allocation_bytes_ >
-        std::numeric_limits<size_t>::max() / 2) {
-      curr_region_allocation_bytes_ = needed;
-    } else {
-      curr_region_allocation_bytes_ *= 2;
-    }
-    increased_allocation = true;
-  }
+  size_t bytes = dedicated != nullptr
+                     ? needed
+                     : GrowthStep(needed, available, &increased_allocation);
 
   const size_t region_alignment = std::max(alignment, kMinAllocationSize);
-  size_t bytes = std::min(curr_region_allocation_bytes_, available);
   size_t bytes_received = 0;
   void* mem = nullptr;
   for (;;) {
@@ -600,7 +677,8 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
     if (bytes < needed || bytes == 0) return false;
   }
 
-  if (!increased_allocation) {
+  if (dedicated == nullptr && !increased_allocation &&
+      (!opts_.allow_growth || opts_.growth_policy == GrowthPolicy::kDoubling)) {
     // The next region doubles after a success that did not have to grow.
     if (curr_region_allocation_bytes_ <=
         std::numeric_limits<size_t>::max() / 2) {
@@ -613,6 +691,7 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
   size_t usable = AlignDown(bytes_received, kMinAllocationSize);
   usable = std::min(usable, available);
   total_region_allocated_bytes_ += usable;
+  stats_.growth_overshoot_bytes += static_cast<int64_t>(usable - needed);
   *stats_.pool_bytes += static_cast<int64_t>(usable);
   *stats_.peak_pool_bytes =
       std::max(*stats_.peak_pool_bytes, *stats_.pool_bytes);
@@ -629,6 +708,18 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes) {
   }
   region_manager_.set_handle(mem, h);
 
+  if (dedicated != nullptr) {
+    // Never joined to a neighbour, never in a bin: the caller hands the one
+    // chunk out whole.
+    region_manager_.AddAllocationRegion(mem, usable, /*dedicated=*/true);
+    ++num_dedicated_regions_;
+    if (history_ != nullptr) {
+      RecordEvent(MemoryEvent::Action::kRegionAlloc, AddressOf(mem), usable, 0,
+                  -1);
+    }
+    *dedicated = h;
+    return true;
+  }
   if (!coalesce_regions_) {
     region_manager_.AddAllocationRegion(mem, usable);
     if (history_ != nullptr) {
@@ -700,6 +791,29 @@ size_t Allocator::ReleaseFreeRegions() {
   return ReleaseFreeRegionsLocked();
 }
 
+bool Allocator::ReleaseRegionLocked(internal::AllocationRegion r, bool binned) {
+  const ChunkHandle h = region_manager_.get_handle(r.ptr());
+  if (binned) RemoveFreeChunkFromBin(h);
+  DeleteChunk(h);
+  if (r.dedicated()) --num_dedicated_regions_;
+  const bool removed = region_manager_.RemoveAllocationRegion(r.ptr());
+  BFC_DCHECK(removed);
+  (void)removed;
+  // Out of the pool whether or not Free throws: a region whose Free threw
+  // is forgotten, never handed out or freed again.
+  total_region_allocated_bytes_ -= r.memory_size();
+  *stats_.pool_bytes -= static_cast<int64_t>(r.memory_size());
+  if (history_ != nullptr) {
+    RecordEvent(MemoryEvent::Action::kRegionFree, AddressOf(r.ptr()),
+                r.memory_size(), 0, -1);
+  }
+  if (!FreeToSubAllocator(r.ptr(), r.memory_size(), "region release")) {
+    return false;
+  }
+  ++stats_.num_regions_released;
+  return true;
+}
+
 size_t Allocator::ReleaseFreeRegionsLocked() {
   std::vector<internal::AllocationRegion> to_release;
   for (const internal::AllocationRegion& r : region_manager_.regions()) {
@@ -708,23 +822,7 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
   }
   size_t released = 0;
   for (const internal::AllocationRegion& r : to_release) {
-    const ChunkHandle h = region_manager_.get_handle(r.ptr());
-    RemoveFreeChunkFromBin(h);
-    DeleteChunk(h);
-    const bool removed = region_manager_.RemoveAllocationRegion(r.ptr());
-    BFC_DCHECK(removed);
-    // Out of the pool whether or not Free throws: a region whose Free threw
-    // is forgotten, never handed out or freed again.
-    total_region_allocated_bytes_ -= r.memory_size();
-    *stats_.pool_bytes -= static_cast<int64_t>(r.memory_size());
-    if (history_ != nullptr) {
-      RecordEvent(MemoryEvent::Action::kRegionFree, AddressOf(r.ptr()),
-                  r.memory_size(), 0, -1);
-    }
-    if (FreeToSubAllocator(r.ptr(), r.memory_size(), "region release")) {
-      ++stats_.num_regions_released;
-      released += r.memory_size();
-    }
+    if (ReleaseRegionLocked(r, /*binned=*/true)) released += r.memory_size();
   }
   // The limit has room again: waiters may now Extend.
   if (!to_release.empty()) WakeWaiters();
@@ -808,6 +906,18 @@ absl::Status Allocator::Deallocate(void* ptr) {
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(ChunkHandle h) {
   MarkFree(h);
+  if (ABSL_PREDICT_FALSE(num_dedicated_regions_ > 0)) {
+    const internal::AllocationRegion* r =
+        region_manager_.RegionFor(chunks_[h].ptr);
+    if (r != nullptr && r->dedicated()) {
+      // Its own region, its only chunk: given back at once, never pooled.
+      stats_.huge_bytes_in_use -= static_cast<int64_t>(chunks_[h].size);
+      (void)ReleaseRegionLocked(*r, /*binned=*/false);
+      WakeWaiters();
+      MaybeValidate("Deallocate (dedicated region)");
+      return;
+    }
+  }
   InsertFreeChunkIntoBin(TryToCoalesce(h));
   WakeWaiters();
   MaybeValidate("Deallocate");

@@ -4,6 +4,7 @@
 #include "bfc/allocator_options.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "bfc/units.h"
 
 namespace bfc {
 namespace {
@@ -32,6 +34,24 @@ std::string ToText(double v) {
   return absl::StrFormat("%.17g", v);
 }
 std::string ToText(absl::Duration v) { return absl::FormatDuration(v); }
+// Exact, in the largest binary unit that divides it (2MiB, 1536KiB, 1000).
+std::string ToText(uint64_t v) {
+  static constexpr struct {
+    uint64_t unit;
+    const char* name;
+  } kUnits[] = {{kTiB, "TiB"}, {kGiB, "GiB"}, {kMiB, "MiB"}, {kKiB, "KiB"}};
+  if (v != 0) {
+    for (const auto& u : kUnits) {
+      if (v % u.unit == 0) return absl::StrCat(v / u.unit, u.name);
+    }
+  }
+  return absl::StrCat(v);
+}
+std::string ToText(GrowthPolicy v) { return std::string(GrowthPolicyName(v)); }
+
+// Byte options stay below 2^62 so that sums and doublings of them cannot
+// wrap.
+constexpr uint64_t kMaxBytesOption = uint64_t{1} << 62;
 
 constexpr OptionField kFields[] = {
 #define BFC_INTERNAL_OPTION_ROW(type, name, default_value, kind, unit, doc) \
@@ -86,6 +106,27 @@ absl::Status Parse(const OptionField& f, absl::string_view text,
   return absl::OkStatus();
 }
 
+absl::Status Parse(const OptionField& f, absl::string_view text,
+                   uint64_t* out) {
+  absl::StatusOr<uint64_t> v = ParseByteSize(text);
+  if (!v.ok() || *v >= kMaxBytesOption) return BadValue(f, text);
+  *out = *v;
+  return absl::OkStatus();
+}
+
+absl::Status Parse(const OptionField& f, absl::string_view text,
+                   GrowthPolicy* out) {
+  for (GrowthPolicy p :
+       {GrowthPolicy::kDoubling, GrowthPolicy::kSameAsRequested,
+        GrowthPolicy::kFixedStep}) {
+    if (absl::AsciiStrToLower(text) == GrowthPolicyName(p)) {
+      *out = p;
+      return absl::OkStatus();
+    }
+  }
+  return BadValue(f, text);
+}
+
 std::string AcceptedNames() {
   std::string names;
   for (const OptionField& f : kFields) {
@@ -97,6 +138,18 @@ std::string AcceptedNames() {
 }  // namespace
 
 absl::Span<const OptionField> AllocatorOptionFields() { return kFields; }
+
+absl::string_view GrowthPolicyName(GrowthPolicy policy) {
+  switch (policy) {
+    case GrowthPolicy::kDoubling:
+      return "doubling";
+    case GrowthPolicy::kSameAsRequested:
+      return "same_as_requested";
+    case GrowthPolicy::kFixedStep:
+      return "fixed_step";
+  }
+  return "unknown";
+}
 
 const OptionField* FindAllocatorOptionField(absl::string_view name) {
   for (const OptionField& f : kFields) {
@@ -115,6 +168,10 @@ absl::string_view OptionKindGrammar(OptionKind kind) {
       return "a number in [0, 1]";
     case OptionKind::kDuration:
       return "a finite duration >= 0 such as 10s, 500ms, 1m";
+    case OptionKind::kBytes:
+      return "a byte size below 2^62 such as 0, 4096, 2MiB, 1.5GiB";
+    case OptionKind::kGrowthPolicy:
+      return "doubling, same_as_requested, fixed_step";
   }
   return "";
 }

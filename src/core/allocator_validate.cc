@@ -105,12 +105,25 @@ absl::Status Allocator::ValidateLocked() const {
   size_t free_bytes = 0;
   int64_t in_use_bytes = 0;
   int64_t requested_bytes = 0;
+  int64_t dedicated_regions = 0;
+  int64_t dedicated_bytes = 0;
   for (size_t i = 0; i < regions.size(); ++i) {
     const internal::AllocationRegion& r = regions[i];
     // Messages only (formatting on every region would cost more than the
     // region's checks).
     auto region = [&] { return DescribeRegion(i, r); };
-    if (i > 0 && coalesce_regions_ && regions[i - 1].end_addr() == r.addr()) {
+    if (r.dedicated()) {
+      // One chunk, in use, spanning the region: it is given back when freed.
+      const ChunkHandle first = region_manager_.get_handle(r.ptr());
+      if (first == kInvalidChunkHandle || !chunks_.InRange(first) ||
+          !chunks_[first].in_use() || chunks_[first].size != r.memory_size()) {
+        return fail(region(), " is dedicated but is not one chunk in use");
+      }
+      ++dedicated_regions;
+      dedicated_bytes += static_cast<int64_t>(r.memory_size());
+    }
+    if (i > 0 && coalesce_regions_ && regions[i - 1].end_addr() == r.addr() &&
+        !regions[i - 1].dedicated() && !r.dedicated()) {
       return fail(DescribeRegion(i - 1, regions[i - 1]), " and ", region(),
                   " are contiguous but not merged (the sub-allocator "
                   "supports coalescing)");
@@ -234,6 +247,12 @@ absl::Status Allocator::ValidateLocked() const {
   }
 
   // --- Invariant 5: stats agree with the chunks and regions -----------------
+  if (dedicated_regions != num_dedicated_regions_ ||
+      dedicated_bytes != stats_.huge_bytes_in_use) {
+    return fail(dedicated_regions, " dedicated regions of ", dedicated_bytes,
+                " bytes, but the allocator counts ", num_dedicated_regions_,
+                " and huge_bytes_in_use is ", stats_.huge_bytes_in_use);
+  }
   if (stats_.bytes_in_use != in_use_bytes) {
     return fail("bytes_in_use is ", stats_.bytes_in_use,
                 " but in-use chunks sum to ", in_use_bytes);

@@ -22,13 +22,15 @@ It FirstEndingAfter(It begin, It end, uintptr_t a) {
 
 }  // namespace
 
-void RegionManager::AddAllocationRegion(void* ptr, size_t memory_size) {
+void RegionManager::AddAllocationRegion(void* ptr, size_t memory_size,
+                                        bool dedicated) {
   BFC_DCHECK(!Overlaps(ptr, memory_size));
   const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
   auto it = std::upper_bound(
       regions_.begin(), regions_.end(), a,
       [](uintptr_t x, const AllocationRegion& r) { return x < r.addr(); });
-  regions_.insert(it, AllocationRegion(ptr, memory_size));
+  it = regions_.insert(it, AllocationRegion(ptr, memory_size));
+  if (dedicated) it->set_dedicated();
 }
 
 AllocationRegion* RegionManager::AddOrExtendAllocationRegion(
@@ -40,7 +42,7 @@ AllocationRegion* RegionManager::AddOrExtendAllocationRegion(
       [](uintptr_t x, const AllocationRegion& r) { return x < r.addr(); });
   if (it != regions_.begin()) {
     auto preceding = it - 1;
-    if (preceding->end_addr() == a) {
+    if (preceding->end_addr() == a && !preceding->dedicated()) {
       preceding->extend(memory_size);
       return &*preceding;
     }
@@ -56,7 +58,10 @@ void* RegionManager::MergeWithFollowing(const void* region_ptr) {
       [](const AllocationRegion& r, uintptr_t x) { return r.addr() < x; });
   if (it == regions_.end() || it->addr() != a) return nullptr;
   auto next = it + 1;
-  if (next == regions_.end() || next->addr() != it->end_addr()) return nullptr;
+  if (next == regions_.end() || next->addr() != it->end_addr() ||
+      it->dedicated() || next->dedicated()) {
+    return nullptr;
+  }
   void* following = next->ptr();
   it->extend(next->memory_size());
   regions_.erase(next);

@@ -176,6 +176,7 @@ absl::StatusOr<ReplaySummary> Replayer::Run() {
     s.peak_pool_bytes = stats->peak_pool_bytes.value_or(0);
     s.pool_bytes_at_end = stats->pool_bytes.value_or(0);
     s.regions = stats->num_extends;
+    s.regions_released = stats->num_regions_released;
   }
   s.footprint_ratio = s.peak_live_bytes == 0
                           ? 0

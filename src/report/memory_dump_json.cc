@@ -18,6 +18,7 @@
 #include "bfc/allocator_options.h"
 #include "bfc/internal/constants.h"
 #include "bfc/memory_dump.h"
+#include "bfc/units.h"
 #include "nlohmann/json.hpp"
 #include "report/json_value.h"
 
@@ -81,6 +82,14 @@ json OptionsToJsonValue(const AllocatorOptions& o) {
         out[JsonKey(f)] = absl::ToDoubleSeconds(d);
         break;
       }
+      case OptionKind::kBytes: {
+        absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
+        out[JsonKey(f)] = bytes.value_or(0);
+        break;
+      }
+      case OptionKind::kGrowthPolicy:
+        out[JsonKey(f)] = text;
+        break;
     }
   }
   return out;
@@ -123,6 +132,12 @@ AllocatorOptions OptionsFromJsonValue(const json& j, const std::string& path) {
         text = absl::StrFormat("%.9fs", seconds);
         break;
       }
+      case OptionKind::kBytes:
+        text = absl::StrCat(internal::CheckedGet<uint64_t>(value, what));
+        break;
+      case OptionKind::kGrowthPolicy:
+        text = internal::CheckedGet<std::string>(value, what);
+        break;
     }
     absl::Status s = SetAllocatorOption(o, field->name, text);
     if (!s.ok()) {

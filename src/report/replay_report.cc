@@ -54,6 +54,7 @@ json SummaryToJson(const ReplaySummary& s) {
               {"peak_pool_bytes", s.peak_pool_bytes},
               {"pool_bytes_at_end", s.pool_bytes_at_end},
               {"regions", s.regions},
+              {"regions_released", s.regions_released},
               {"footprint_ratio", s.footprint_ratio},
               {"wall_seconds", s.wall_seconds},
               {"ns_per_op", s.ns_per_op}};
@@ -85,6 +86,11 @@ ReplaySummary SummaryFromJson(const json& j) {
   s.pool_bytes_at_end =
       CheckedGetInRange<int64_t>(j, p, "pool_bytes_at_end", 0, kMax);
   s.regions = CheckedGetInRange<int64_t>(j, p, "regions", 0, kMax);
+  // Absent in reports written before it existed.
+  if (j.contains("regions_released")) {
+    s.regions_released =
+        CheckedGetInRange<int64_t>(j, p, "regions_released", 0, kMax);
+  }
   s.footprint_ratio =
       CheckedGetInRange<double>(j, p, "footprint_ratio", 0, kHuge);
   s.wall_seconds = CheckedGetInRange<double>(j, p, "wall_seconds", 0, kHuge);

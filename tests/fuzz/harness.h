@@ -10,9 +10,14 @@
 //   byte 0  configuration: bit 0 growth, bit 1 garbage collection, bit 2
 //           coalescing sub-allocator, bit 3 retry (timeout 0), bits 4-6 the
 //           limit (kLimits), bit 7 a 4 KiB gap between sub-allocator blocks
-//   byte 1  sub-allocator faults: bits 5-7 the mode (0-3 none, 4 fail calls
-//           by a bit pattern, 5 misalign, 6 short, 7 overlap or long), bits
-//           0-4 which calls
+//   byte 1  sub-allocator faults: bits 5-7 the mode (0 none; 1-3 none, with
+//           growth options from bits 0-4; 4 fail calls by a bit pattern, 5
+//           misalign, 6 short, 7 overlap or long), bits 0-4 which calls.
+//           Growth options (modes 1-3): bits 0-1 the policy (doubling,
+//           same_as_requested, fixed_step, doubling capped at 1 MiB), bit 2
+//           release_before_extend, bit 3 min_split_remainder_bytes 256, bit 4
+//           huge_allocation_bytes 1 MiB; mode 2 adds a 1 MiB growth floor,
+//           mode 3 a 64 KiB initial region
 //   byte 2  fragmentation_fraction (0: default; else byte/255)
 //   then operations, one opcode byte each followed by its arguments.
 //
@@ -134,6 +139,26 @@ class Harness {
     const unsigned mode = faults >> 5;
     const unsigned which = faults & 31;
     faulty_ = mode >= 4;
+    if (mode >= 1 && mode <= 3) {
+      switch (which & 3) {
+        case 1:
+          o.growth_policy = GrowthPolicy::kSameAsRequested;
+          break;
+        case 2:
+          o.growth_policy = GrowthPolicy::kFixedStep;
+          break;
+        case 3:
+          o.max_growth_step_bytes = 1 << 20;
+          break;
+        default:
+          break;
+      }
+      o.release_before_extend = which & 4;
+      o.min_split_remainder_bytes = (which & 8) ? 256 : 0;
+      o.huge_allocation_bytes = (which & 16) ? 1 << 20 : 0;
+      if (mode == 2) o.min_growth_step_bytes = 1 << 20;
+      if (mode == 3) o.initial_region_bytes = 64 << 10;
+    }
     switch (mode) {
       case 4:
         f.fail_if = [which](size_t call, size_t) {
@@ -162,9 +187,14 @@ class Harness {
     }
     config_ = absl::StrFormat(
         "limit %d growth %d gc %d coalescing %d retry %d gap %d faults %d/%d "
-        "frag %d",
+        "frag %d policy %s cap %d floor %d initial %d release %d split %d "
+        "huge %d",
         limit_, o.allow_growth, o.garbage_collection, f.supports_coalescing,
-        o.allow_retry_on_failure, f.gap_bytes, mode, which, frag);
+        o.allow_retry_on_failure, f.gap_bytes, mode, which, frag,
+        GrowthPolicyName(o.growth_policy), o.max_growth_step_bytes,
+        o.min_growth_step_bytes, o.initial_region_bytes,
+        o.release_before_extend, o.min_split_remainder_bytes,
+        o.huge_allocation_bytes);
     gc_ = o.garbage_collection;
     journal_ = std::make_shared<testing::SubAllocatorJournal>();
     auto sub = std::make_unique<testing::FakeSubAllocator>(f, journal_);

@@ -49,10 +49,16 @@ class AllocationRegion {
     return a >= addr() && a < end_addr();
   }
   void extend(size_t bytes) { memory_size_ += bytes; }
+  // A dedicated region holds one allocation (Options::huge_allocation_bytes)
+  // and is given back when it is freed: it never joins a neighbour and no
+  // neighbour joins it.
+  bool dedicated() const { return dedicated_; }
+  void set_dedicated() { dedicated_ = true; }
 
  private:
   void* ptr_;
   size_t memory_size_;
+  bool dedicated_ = false;
 };
 
 class RegionManager {
@@ -61,15 +67,17 @@ class RegionManager {
   explicit RegionManager(const ChunkTable* chunks) : handles_(chunks) {}
 
   // Records a new region. Requires: it overlaps no existing region.
-  void AddAllocationRegion(void* ptr, size_t memory_size);
+  void AddAllocationRegion(void* ptr, size_t memory_size,
+                           bool dedicated = false);
 
-  // If a region ends exactly at `ptr`, extends it by `memory_size` and returns
-  // it; otherwise records a new region and returns nullptr.
+  // If a region that is not dedicated ends exactly at `ptr`, extends it by
+  // `memory_size` and returns it; otherwise records a new region and returns
+  // nullptr.
   AllocationRegion* AddOrExtendAllocationRegion(void* ptr, size_t memory_size);
 
   // If another region starts exactly where the region starting at
   // `region_ptr` ends, absorbs it and returns its (former) start; otherwise
-  // returns nullptr.
+  // (or when either is dedicated) returns nullptr.
   void* MergeWithFollowing(const void* region_ptr);
 
   // Removes the region starting at `ptr` (and nothing else). Returns false if

@@ -1,0 +1,273 @@
+// File: tests/allocator_growth_test.cc
+// The growth and footprint options (issue 15): how Extend sizes regions under
+// each growth policy, the cap and the floor on one step, giving free regions
+// back before growing, the dedicated path for huge allocations and the split
+// rule. Sizes asked of the sub-allocator are read from a FakeSubAllocator's
+// journal and compared with values worked out by hand from the option's
+// definition; every test ends in Validate().
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "bfc/allocator.h"
+#include "bfc/units.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/fake_sub_allocator.h"
+
+namespace bfc {
+namespace {
+
+using ::bfc::testing::FakeSubAllocator;
+using ::bfc::testing::SubAllocatorJournal;
+using ::testing::ElementsAre;
+
+struct Rig {
+  std::shared_ptr<SubAllocatorJournal> journal =
+      std::make_shared<SubAllocatorJournal>();
+  std::unique_ptr<Allocator> alloc;
+};
+
+Rig Make(const Allocator::Options& o, size_t limit = 1 * kGiB,
+         FakeSubAllocator::Options so = FakeSubAllocator::Options()) {
+  Rig s;
+  s.alloc = std::make_unique<Allocator>(
+      std::make_unique<FakeSubAllocator>(so, s.journal), limit, "growth", o);
+  return s;
+}
+
+// Allocates each size (nothing freed) and returns the pointers.
+std::vector<void*> AllocateAll(Allocator& a, const std::vector<size_t>& sizes) {
+  std::vector<void*> out;
+  for (size_t n : sizes) {
+    out.push_back(a.AllocateRaw(256, n, AllocationAttributes{false}));
+    EXPECT_NE(out.back(), nullptr) << n;
+  }
+  return out;
+}
+
+void FreeAll(Allocator& a, const std::vector<void*>& ptrs) {
+  for (void* p : ptrs) a.DeallocateRaw(p);
+}
+
+TEST(AllocatorGrowthTest, DoublingIsTfsByDefault) {
+  Rig s = Make(Allocator::Options());
+  auto p = AllocateAll(*s.alloc, {2 * kMiB, 1 * kMiB, 9 * kMiB});
+  // 2 MiB (exact fit, so the next doubles to 4), 4 MiB, then 9 MiB needs a
+  // step that doubles 8 -> 16 MiB.
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(2 * kMiB, 4 * kMiB, 16 * kMiB));
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  FreeAll(*s.alloc, p);
+}
+
+// ONNX Runtime's TestExtendStrategy: doubling up to the cap, then steps of
+// the cap, and a request above the cap still succeeds with exactly its size.
+TEST(AllocatorGrowthTest, DoublingStopsAtTheCapAndALargerRequestStillFits) {
+  Allocator::Options o;
+  o.max_growth_step_bytes = 8 * kMiB;
+  Rig s = Make(o);
+  auto p = AllocateAll(*s.alloc,
+                       {2 * kMiB, 4 * kMiB, 8 * kMiB, 8 * kMiB, 20 * kMiB});
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(2 * kMiB, 4 * kMiB, 8 * kMiB, 8 * kMiB, 20 * kMiB));
+  EXPECT_EQ(s.alloc->GetStats()->growth_overshoot_bytes, 0);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  FreeAll(*s.alloc, p);
+}
+
+TEST(AllocatorGrowthTest, SameAsRequestedTakesExactlyTheRequestAboveTheFloor) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  Rig s = Make(o);
+  auto p = AllocateAll(*s.alloc, {1000, 3 * kMiB + 1, 256});
+  // 1000 -> 1024 (256-byte units); the 256-byte request fits the remainder?
+  // No: 1024 was handed out whole (TF's split rule keeps a < 2x chunk
+  // whole), so it extends by exactly 256.
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(1024, 3 * kMiB + 256, 256));
+  FreeAll(*s.alloc, p);
+
+  o.min_growth_step_bytes = 1 * kMiB;
+  Rig f = Make(o);
+  auto q = AllocateAll(*f.alloc, {1000, 3 * kMiB + 1, 2 * kMiB});
+  // A 1 MiB floor: the first region serves 1000 bytes; 3 MiB + 256 is above
+  // the floor; the 2 MiB request does not fit the first region's 1 MiB - 1024
+  // rest and gets a region of exactly 2 MiB.
+  EXPECT_THAT(f.journal->alloc_requests,
+              ElementsAre(1 * kMiB, 3 * kMiB + 256, 2 * kMiB));
+  EXPECT_EQ(f.alloc->GetStats()->growth_overshoot_bytes,
+            static_cast<int64_t>(1 * kMiB - 1024));
+  EXPECT_TRUE(f.alloc->Validate().ok());
+  FreeAll(*f.alloc, q);
+}
+
+TEST(AllocatorGrowthTest, FixedStepTakesTheStepOrTheRequest) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kFixedStep;
+  o.initial_region_bytes = 4 * kMiB;
+  Rig s = Make(o);
+  auto p = AllocateAll(*s.alloc, {3 * kMiB, 3 * kMiB, 10 * kMiB, 3 * kMiB});
+  // Never doubles: 4, 4, the 10 MiB request itself, then 4 again.
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(4 * kMiB, 4 * kMiB, 10 * kMiB, 4 * kMiB));
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  FreeAll(*s.alloc, p);
+}
+
+TEST(AllocatorGrowthTest, InitialRegionBytesStartsTheDoubling) {
+  Allocator::Options o;
+  o.initial_region_bytes = 512 * kKiB;
+  Rig s = Make(o);
+  auto p = AllocateAll(*s.alloc, {512 * kKiB, 1000});
+  EXPECT_THAT(s.journal->alloc_requests, ElementsAre(512 * kKiB, 1 * kMiB));
+  FreeAll(*s.alloc, p);
+  // 0 means the smallest region, not a step that can never double.
+  o.initial_region_bytes = 0;
+  Rig z = Make(o);
+  auto q = AllocateAll(*z.alloc, {256, 256, 256});
+  EXPECT_THAT(z.journal->alloc_requests, ElementsAre(256, 512));
+  FreeAll(*z.alloc, q);
+}
+
+// Every policy gives up cleanly (no endless back-off) when the sub-allocator
+// never has the memory, and the limit is honoured.
+TEST(AllocatorGrowthTest, EveryPolicyBacksOffToAFailureAndHonoursTheLimit) {
+  for (GrowthPolicy policy :
+       {GrowthPolicy::kDoubling, GrowthPolicy::kSameAsRequested,
+        GrowthPolicy::kFixedStep}) {
+    SCOPED_TRACE(GrowthPolicyName(policy));
+    Allocator::Options o;
+    o.growth_policy = policy;
+    o.allow_retry_on_failure = false;
+    o.max_oom_logs = 0;
+    o.min_growth_step_bytes = 3 * kMiB;
+    FakeSubAllocator::Options so;
+    so.fail_if = [](size_t, size_t) { return true; };
+    Rig s = Make(o, 64 * kMiB, so);
+    EXPECT_EQ(s.alloc->AllocateRaw(256, 1 * kMiB), nullptr);
+    EXPECT_LT(s.journal->alloc_requests.size(), 100u);
+    EXPECT_TRUE(s.alloc->Validate().ok());
+
+    Rig l = Make(o, 5 * kMiB);
+    void* a = l.alloc->AllocateRaw(256, 1 * kMiB);
+    void* b = l.alloc->AllocateRaw(256, 3 * kMiB);
+    ASSERT_NE(a, nullptr);
+    // 1 MiB, then whatever the policy wants, clamped to the 5 MiB limit.
+    EXPECT_LE(l.alloc->GetStats()->pool_bytes.value(),
+              static_cast<int64_t>(5 * kMiB));
+    EXPECT_TRUE(l.alloc->Validate().ok());
+    l.alloc->DeallocateRaw(a);
+    l.alloc->DeallocateRaw(b);
+  }
+}
+
+TEST(AllocatorGrowthTest, ReleaseBeforeExtendGivesFreeRegionsBackFirst) {
+  Allocator::Options o;
+  o.release_before_extend = true;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  Rig s = Make(o);
+  void* a = s.alloc->AllocateRaw(256, 2 * kMiB);
+  void* b = s.alloc->AllocateRaw(256, 4 * kMiB);
+  s.alloc->DeallocateRaw(a);
+  // The 2 MiB region is free but too small for 3 MiB: it goes back first.
+  void* c = s.alloc->AllocateRaw(256, 3 * kMiB);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(s.journal->frees.size(), 1u);
+  EXPECT_EQ(s.journal->frees[0].second, 2 * kMiB);
+  EXPECT_EQ(s.alloc->GetStats()->pool_bytes.value(),
+            static_cast<int64_t>(7 * kMiB));
+  EXPECT_EQ(s.alloc->GetStats()->num_regions_released, 1);
+  // A region with a chunk in use is never given back.
+  void* d = s.alloc->AllocateRaw(256, 5 * kMiB);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(s.journal->frees.size(), 1u);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  for (void* p : {b, c, d}) s.alloc->DeallocateRaw(p);
+}
+
+TEST(AllocatorGrowthTest, HugeAllocationsGetARegionOfTheirOwnGivenBackOnFree) {
+  Allocator::Options o;
+  o.huge_allocation_bytes = 8 * kMiB;
+  Rig s = Make(o, 64 * kMiB);
+  void* small = s.alloc->AllocateRaw(256, 1 * kMiB);
+  void* huge = s.alloc->AllocateRaw(256, 10 * kMiB + 1);
+  ASSERT_NE(small, nullptr);
+  ASSERT_NE(huge, nullptr);
+  // Exact (in 256-byte units), separate from the 2 MiB pool region.
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(2 * kMiB, 10 * kMiB + 256));
+  EXPECT_EQ(s.alloc->GetStats()->huge_bytes_in_use,
+            static_cast<int64_t>(10 * kMiB + 256));
+  EXPECT_EQ(s.alloc->AllocatedSize(huge), 10 * kMiB + 256);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  // It counts against the limit: 64 - 2 - 10 MiB leaves no room for 60 MiB.
+  EXPECT_EQ(s.alloc->AllocateRaw(256, 60 * kMiB, AllocationAttributes{false}),
+            nullptr);
+  s.alloc->DeallocateRaw(huge);
+  // Given back at once; nothing of it is pooled for smaller requests.
+  ASSERT_EQ(s.journal->frees.size(), 1u);
+  EXPECT_EQ(s.journal->frees[0].second, 10 * kMiB + 256);
+  EXPECT_EQ(s.alloc->GetStats()->huge_bytes_in_use, 0);
+  EXPECT_EQ(s.alloc->GetStats()->pool_bytes.value(),
+            static_cast<int64_t>(2 * kMiB));
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  // A dedicated allocation on request, below the threshold.
+  void* d =
+      s.alloc->AllocateRaw(256, 300, AllocationAttributes{true, nullptr, true});
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(s.journal->alloc_requests.back(), 512u);
+  s.alloc->DeallocateRaw(d);
+  EXPECT_EQ(s.journal->frees.back().second, 512u);
+  s.alloc->DeallocateRaw(small);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+}
+
+// With a coalescing sub-allocator a dedicated region still stands alone:
+// pooled memory next to it never joins it, so freeing it gives back exactly
+// what it took.
+TEST(AllocatorGrowthTest, ADedicatedRegionNeverJoinsItsNeighbours) {
+  Allocator::Options o;
+  o.huge_allocation_bytes = 4 * kMiB;
+  FakeSubAllocator::Options so;
+  so.supports_coalescing = true;
+  Rig s = Make(o, 256 * kMiB, so);
+  void* a = s.alloc->AllocateRaw(256, 2 * kMiB);  // pooled, 2 MiB region
+  void* h = s.alloc->AllocateRaw(256, 6 * kMiB);  // dedicated, adjacent
+  void* b = s.alloc->AllocateRaw(256, 3 * kMiB);  // pooled, adjacent to h
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(h, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(s.alloc->RecordMemoryMap().regions.size(), 3u);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(h);
+  ASSERT_EQ(s.journal->frees.size(), 1u);
+  EXPECT_EQ(s.journal->frees[0].second, 6 * kMiB);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(a);
+  s.alloc->DeallocateRaw(b);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+}
+
+TEST(AllocatorGrowthTest, MinSplitRemainderSplitsWhatTfKeepsWhole) {
+  Allocator::Options o;
+  o.allow_growth = false;
+  Rig tf = Make(o, 64 * kMiB);
+  void* p = tf.alloc->AllocateRaw(256, 40 * kMiB);
+  EXPECT_EQ(tf.alloc->AllocatedSize(p), 64 * kMiB);  // under 2x, kept whole
+  tf.alloc->DeallocateRaw(p);
+
+  o.min_split_remainder_bytes = 1 * kMiB;
+  Rig s = Make(o, 64 * kMiB);
+  void* q = s.alloc->AllocateRaw(256, 40 * kMiB);
+  EXPECT_EQ(s.alloc->AllocatedSize(q), 40 * kMiB);
+  // A rest under the threshold stays in the chunk.
+  void* r = s.alloc->AllocateRaw(256, 24 * kMiB - 512 * kKiB);
+  EXPECT_EQ(s.alloc->AllocatedSize(r), 24 * kMiB);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(q);
+  s.alloc->DeallocateRaw(r);
+}
+
+}  // namespace
+}  // namespace bfc
