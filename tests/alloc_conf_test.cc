@@ -76,10 +76,11 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
            Case{"allow_growth",
                 "BFC_ALLOC_CONF: entry \"allow_growth\" is not "
                 "key:value (accepted keys: backend, "
-                "memory_limit, memory_fraction, allow_growth"},
+                "memory_limit, memory_fraction, preset, allow_growth"},
            Case{"backend:tpu",
                 "BFC_ALLOC_CONF: bad value \"tpu\" for backend "
-                "(accepted values: cuda (or native), host, virtual, sim-cudamalloc)"},
+                "(accepted values: cuda (or native), host, virtual, "
+                "sim-cudamalloc)"},
            Case{"allow_growth:maybe",
                 "bad value \"maybe\" for allow_growth (accepted values: true, "
                 "false, 1, 0 (any case))"},
@@ -179,6 +180,34 @@ TEST(AllocConfTest, UnknownKeysAreIgnoredWithTheNearestKey) {
 
 // bfc/c_api.h is where a framework user reads the grammar: it lists every
 // key the parser accepts (record_allocation_sites was missing once).
+// A preset sets its bundle first, wherever it stands; keys given beside it
+// win; its option keys are listed (for layering callers such as bfc-replay)
+// before the keys given.
+TEST(AllocConfTest, APresetIsItsBundleAndKeysBesideItWin) {
+  absl::StatusOr<AllocConf> c =
+      ParseAllocConf("min_growth_step_bytes:4MiB,preset:low_footprint");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->options.growth_policy, GrowthPolicy::kSameAsRequested);
+  EXPECT_TRUE(c->options.release_before_extend);
+  EXPECT_EQ(c->options.min_split_remainder_bytes, 256u);
+  EXPECT_EQ(c->options.min_growth_step_bytes, uint64_t{4} << 20);
+  ASSERT_FALSE(c->keys.empty());
+  EXPECT_EQ(c->keys.front(), "growth_policy");
+  EXPECT_EQ(c->keys.back(), "min_growth_step_bytes");
+
+  AllocatorOptions tf;
+  ASSERT_TRUE(ApplyAllocatorPreset(tf, "low_footprint").ok());
+  ASSERT_TRUE(ApplyAllocatorPreset(tf, "tf").ok());
+  EXPECT_EQ(tf, AllocatorOptions()) << "preset tf is not the defaults";
+
+  absl::StatusOr<AllocConf> bad = ParseAllocConf("preset:smallest");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("bad value \"smallest\" for preset (accepted values: "
+                        "tf, low_footprint)"));
+  EXPECT_FALSE(ParseAllocConf("preset:tf,preset:tf").ok());
+}
+
 TEST(AllocConfTest, TheCHeaderDocumentsEveryKey) {
   std::ifstream in(std::string(BFC_TEST_DATA_DIR) +
                    "/../../include/bfc/c_api.h");

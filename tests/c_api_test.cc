@@ -826,6 +826,18 @@ std::vector<KeyCase> CApiKeyTest::KeyCases() {
        "backend:host,memory_limit:64MiB,growth_policy:same_as_requested",
        "backend:host,memory_limit:64MiB", PoolAfter256, "pool 256",
        "pool 2097152"},
+      // low_footprint's regions are what is missing, at least 2 MiB: the
+      // 3 MiB request gets 3 MiB, not the 4 MiB TF doubles to.
+      {"preset", "backend:host,memory_limit:64MiB,preset:low_footprint",
+       "backend:host,memory_limit:64MiB,preset:tf",
+       [] {
+         void* a = lib_.malloc(3 << 20, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(a, 0, 0, kNoStream);
+         return "pool " + std::to_string(s.pool_bytes);
+       },
+       "pool 3145728", "pool 4194304"},
       {"initial_region_bytes",
        "backend:host,memory_limit:64MiB,initial_region_bytes:1MiB",
        "backend:host,memory_limit:64MiB", PoolAfter256, "pool 1048576",
@@ -949,7 +961,8 @@ TEST_F(CApiKeyTest, EveryConfigurationKeyChangesWhatACallerSees) {
     EXPECT_NE(with, without);
   }
   // A key added to the grammar needs a row here.
-  std::set<std::string> keys = {"backend", "memory_limit", "memory_fraction"};
+  std::set<std::string> keys = {"preset", "backend", "memory_limit",
+                                "memory_fraction"};
   for (const bfc::OptionField& f : bfc::AllocatorOptionFields()) {
     keys.insert(std::string(f.name));
   }

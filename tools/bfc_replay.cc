@@ -166,13 +166,19 @@ void DeclareFlags(CLI::App& app, Flags* f) {
       ->group(kGroupInputs);
   AddSkipUnknownFreesFlag(app, &f->skip_unknown_frees);
 
-  app.add_option("--conf", f->conf,
-                 absl::StrCat("Allocator settings in the BFC_ALLOC_CONF "
-                              "grammar, key:value[,key:value...]; keys: ",
-                              bfc::c_api::AllocConfKeys(),
-                              ". memory_fraction is of physical memory (host) "
-                              "or of 16 GiB (virtual). Overrides "
-                              "BFC_ALLOC_CONF; flags override it"))
+  std::string presets;
+  for (const bfc::AllocatorPreset& p : bfc::AllocatorPresets()) {
+    absl::StrAppend(&presets, " preset:", p.name, " = ", p.conf, ".");
+  }
+  app.add_option(
+         "--conf", f->conf,
+         absl::StrCat("Allocator settings in the BFC_ALLOC_CONF "
+                      "grammar, key:value[,key:value...]; keys: ",
+                      bfc::c_api::AllocConfKeys(),
+                      ". memory_fraction is of physical memory (host) "
+                      "or of 16 GiB (virtual). A preset is applied "
+                      "first, so keys beside it win:",
+                      presets, " Overrides BFC_ALLOC_CONF; flags override it"))
       ->type_name("STRING")
       ->group(kGroupAllocator);
   app.add_option("--backend", f->backend,

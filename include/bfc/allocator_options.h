@@ -123,6 +123,22 @@ enum class OptionKind {
 // "doubling", "same_as_requested", "fixed_step".
 absl::string_view GrowthPolicyName(GrowthPolicy policy);
 
+// A named bundle of the growth and footprint options, so that users need not
+// learn each knob: `conf` is what it sets, in the BFC_ALLOC_CONF grammar
+// (every growth option, so a preset fully decides growth; the rest keep
+// their values). "tf" is the defaults; "low_footprint" trades sub-allocator
+// calls for a pool close to the live bytes.
+struct AllocatorPreset {
+  absl::string_view name;
+  absl::string_view conf;
+  absl::string_view doc;  // one line
+};
+absl::Span<const AllocatorPreset> AllocatorPresets();
+// Sets the options of preset `name`; InvalidArgument naming the presets for
+// an unknown name (`options` unchanged).
+[[nodiscard]] absl::Status ApplyAllocatorPreset(AllocatorOptions& options,
+                                                absl::string_view name);
+
 // One row of the table. The default, as text in the value grammar, is
 // AllocatorOptionToString(AllocatorOptions(), name).
 struct OptionField {

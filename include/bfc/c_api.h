@@ -23,6 +23,10 @@
  *       BFC_ALLOC_CONF="backend:cuda,allow_growth:true,memory_limit:8GiB"
  *
  *     Comma-separated key:value pairs, each key at most once:
+ *       preset                  tf (default) | low_footprint: a bundle of the
+ *                               growth options below (bfc/allocator_options.h
+ *                               lists it), applied first so that keys given
+ *                               beside it win
  *       backend                 cuda (default; also "native") | host | virtual
  *                               | sim-cudamalloc
  *       allow_growth            true | false            (default true)

@@ -25,7 +25,7 @@ namespace bfc::c_api {
 namespace {
 
 constexpr const char* kOwnKeys[] = {"backend", "memory_limit",
-                                    "memory_fraction"};
+                                    "memory_fraction", "preset"};
 
 // PyTorch's PYTORCH_CUDA_ALLOC_CONF keys, which a PyTorch user types here
 // out of habit. None has a bfc option of the same meaning (yet), so each is
@@ -148,7 +148,30 @@ std::string AllocConfKeys() {
 
 absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
   AllocConf conf;
-  std::vector<std::string>& seen = conf.keys;
+  std::vector<std::string> seen;
+  // A preset is a bundle of option keys: applied first, wherever it stands,
+  // so that the keys given beside it override its values.
+  for (absl::string_view entry : absl::StrSplit(text, ',')) {
+    entry = absl::StripAsciiWhitespace(entry);
+    const size_t colon = entry.find(':');
+    if (colon == absl::string_view::npos ||
+        absl::StripAsciiWhitespace(entry.substr(0, colon)) != "preset") {
+      continue;
+    }
+    const absl::string_view name =
+        absl::StripAsciiWhitespace(entry.substr(colon + 1));
+    std::string names;
+    for (const AllocatorPreset& p : AllocatorPresets()) {
+      absl::StrAppend(&names, names.empty() ? "" : ", ", p.name);
+      if (p.name != name) continue;
+      (void)ApplyAllocatorPreset(conf.options, name);
+      for (absl::string_view set : absl::StrSplit(p.conf, ',')) {
+        conf.keys.emplace_back(set.substr(0, set.find(':')));
+      }
+    }
+    if (conf.keys.empty()) return BadValue("preset", name, names);
+    break;  // a second preset entry is refused below as a repeated key
+  }
   for (absl::string_view entry : absl::StrSplit(text, ',')) {
     entry = absl::StripAsciiWhitespace(entry);
     if (entry.empty()) continue;
@@ -168,8 +191,11 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       }
     }
     seen.push_back(key);
+    if (key != "preset") conf.keys.push_back(key);
 
-    if (key == "backend") {
+    if (key == "preset") {
+      // Applied above.
+    } else if (key == "backend") {
       // PyTorch's "native" is its caching allocator over cudaMalloc: bfc's
       // cuda backend plays that part.
       if (value == "cuda" || value == "native") {

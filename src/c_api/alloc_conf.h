@@ -59,7 +59,8 @@ struct AllocConf {
   AllocatorOptions options;
   std::optional<uint64_t> memory_limit;   // bytes
   std::optional<double> memory_fraction;  // of the device's total memory
-  // The keys the text gave, in order: what a caller layering one setting
+  // The keys the text gave, in order, a preset's option keys first: what a
+  // caller layering one setting
   // over another (bfc-replay: --conf over BFC_ALLOC_CONF) takes from it.
   std::vector<std::string> keys;
   // One message per key that was taken for nothing (see above), in order.

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "bfc/units.h"
@@ -138,6 +139,53 @@ std::string AcceptedNames() {
 }  // namespace
 
 absl::Span<const OptionField> AllocatorOptionFields() { return kFields; }
+
+absl::Span<const AllocatorPreset> AllocatorPresets() {
+  // Measured on the shared traces over a non-coalescing sub-allocator
+  // (bfc-replay --backend=sim-cudamalloc; README "Choosing a preset"):
+  // exact-size regions with a 2 MiB floor (the granularity cudaMalloc and
+  // PyTorch use), splitting any rest worth a chunk, and giving wholly free
+  // regions back before taking more.
+  static constexpr AllocatorPreset kPresets[] = {
+      {"tf",
+       "growth_policy:doubling,initial_region_bytes:2MiB,"
+       "max_growth_step_bytes:0,min_growth_step_bytes:0,"
+       "release_before_extend:false,huge_allocation_bytes:0,"
+       "min_split_remainder_bytes:0",
+       "TensorFlow's BFC: regions double from 2 MiB, TF's split rule (the "
+       "default)"},
+      {"low_footprint",
+       "growth_policy:same_as_requested,initial_region_bytes:2MiB,"
+       "max_growth_step_bytes:0,min_growth_step_bytes:2MiB,"
+       "release_before_extend:true,huge_allocation_bytes:0,"
+       "min_split_remainder_bytes:256",
+       "Regions of what is missing (at least 2 MiB), any rest split off, "
+       "fully free regions given back before growing"},
+  };
+  return kPresets;
+}
+
+absl::Status ApplyAllocatorPreset(AllocatorOptions& options,
+                                  absl::string_view name) {
+  for (const AllocatorPreset& p : AllocatorPresets()) {
+    if (p.name != name) continue;
+    AllocatorOptions out = options;
+    for (absl::string_view entry : absl::StrSplit(p.conf, ',')) {
+      const size_t colon = entry.find(':');
+      absl::Status s = SetAllocatorOption(out, entry.substr(0, colon),
+                                          entry.substr(colon + 1));
+      if (!s.ok()) return s;  // a broken table; tested
+    }
+    options = out;
+    return absl::OkStatus();
+  }
+  std::string names;
+  for (const AllocatorPreset& p : AllocatorPresets()) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", p.name);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown preset \"%s\" (accepted: %s)", name, names));
+}
 
 absl::string_view GrowthPolicyName(GrowthPolicy policy) {
   switch (policy) {
