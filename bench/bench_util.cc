@@ -22,6 +22,17 @@ size_t HeapBytes() {
   return mi.uordblks + mi.hblkhd;
 }
 
+std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset) {
+  Allocator::Options options;
+  if (!ApplyAllocatorPreset(options, preset).ok()) std::abort();
+  VirtualSubAllocator::Options no_merge;
+  no_merge.supports_coalescing = false;
+  no_merge.gap_bytes = kMinAllocationSize;
+  return std::make_unique<Allocator>(
+      std::make_unique<VirtualSubAllocator>(2 * limit, no_merge), limit,
+      "bench", options);
+}
+
 std::unique_ptr<Allocator> MakeBfc(size_t limit, bool growth) {
   Allocator::Options options;
   options.allow_growth = growth;

@@ -42,6 +42,9 @@ size_t HeapBytes();
 // A bfc::Allocator over a VirtualSubAllocator of `limit` bytes (x2 address
 // space). Growth on unless `growth` is false (then one region of `limit`).
 std::unique_ptr<Allocator> MakeBfc(size_t limit, bool growth = true);
+// An allocator with preset `preset` (allocator_options.h) over regions that
+// never merge, as cudaMalloc's (bfc-replay's sim-cudamalloc backend).
+std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset);
 
 // `n` sizes log-uniform in [lo, hi].
 std::vector<size_t> LogUniformSizes(size_t n, size_t lo, size_t hi,

@@ -12,10 +12,20 @@
 //                            passes over the iteration phases
 //   BM_Trace/NAME/glibc_warm, no_pool_warm, cudaMalloc_warm,
 //   cudaMallocAsync_warm     the same warm passes on the baselines
+//   BM_Trace/NAME/{cold,warm}_{tf,low_footprint}_sim
+//                            bfc with each preset over regions that never
+//                            merge (as cudaMalloc's): the speed of the
+//                            presets compared in one run, with their
+//                            footprint and sub-allocator calls (cold: the
+//                            whole trace; warm: per pass over the iteration
+//                            phases, "sub_calls/pass")
 //
 // Ops are pre-parsed; pointers are dense slot indices (no hashing in the
 // loop).
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,6 +89,63 @@ void BM_TraceWarm(benchmark::State& state, const PhasedTrace* t) {
   });
 }
 
+int64_t SubAllocatorCalls(const Allocator& a) {
+  const AllocatorStats s = *a.GetStats();
+  return s.num_extends + s.num_regions_released;
+}
+
+void BM_TracePresetCold(benchmark::State& state, const PhasedTrace* t,
+                        const char* preset) {
+  std::vector<void*> slots(t->all.num_slots, nullptr);
+  int64_t peak_pool = 0, calls = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::unique_ptr<Allocator> a = MakeBfcPreset(kTraceLimit, preset);
+    BfcPool pool{a.get()};
+    state.ResumeTiming();
+    ReplayOps(t->all, pool, slots.data());
+    state.PauseTiming();
+    peak_pool = a->GetStats()->peak_pool_bytes.value_or(0);
+    calls = SubAllocatorCalls(*a);
+    for (void*& p : slots) {
+      if (p != nullptr) a->DeallocateRaw(p);
+      p = nullptr;
+    }
+    a.reset();
+    state.ResumeTiming();
+  }
+  SetOpCounters(state, double(t->all.ops.size()));
+  state.counters["pool/live"] =
+      double(peak_pool) / double(t->all.peak_live_bytes);
+  state.counters["sub_calls"] = double(calls);
+}
+
+void BM_TracePresetWarm(benchmark::State& state, const PhasedTrace* t,
+                        const char* preset) {
+  std::vector<void*> setup_slots(t->all.num_slots, nullptr);
+  std::vector<void*> slots(t->all.num_slots, nullptr);
+  std::unique_ptr<Allocator> a = MakeBfcPreset(kTraceLimit, preset);
+  BfcPool pool{a.get()};
+  ReplayOps(t->prefix, pool, setup_slots.data());
+  ReplayOps(t->iterations, pool, slots.data());  // warm-up pass
+  const int64_t calls_before = SubAllocatorCalls(*a);
+  int64_t passes = 0;
+  for (auto _ : state) {
+    ReplayOps(t->iterations, pool, slots.data());
+    ++passes;
+  }
+  SetOpCounters(state, double(t->iterations.ops.size()));
+  state.counters["sub_calls/pass"] =
+      double(SubAllocatorCalls(*a) - calls_before) /
+      double(std::max<int64_t>(passes, 1));
+  state.counters["pool/live"] =
+      double(a->GetStats()->peak_pool_bytes.value_or(0)) /
+      double(t->all.peak_live_bytes);
+  for (void* p : setup_slots) {
+    if (p != nullptr) a->DeallocateRaw(p);
+  }
+}
+
 }  // namespace
 
 // Called from main: registers one benchmark per trace and pool.
@@ -96,6 +163,12 @@ void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
                                  BM_TraceWarm<Kind::kCuda>, &t);
     benchmark::RegisterBenchmark((base + "cudaMallocAsync_warm").c_str(),
                                  BM_TraceWarm<Kind::kCudaAsync>, &t);
+    for (const char* preset : {"tf", "low_footprint"}) {
+      benchmark::RegisterBenchmark((base + "cold_" + preset + "_sim").c_str(),
+                                   BM_TracePresetCold, &t, preset);
+      benchmark::RegisterBenchmark((base + "warm_" + preset + "_sim").c_str(),
+                                   BM_TracePresetWarm, &t, preset);
+    }
   }
 }
 
