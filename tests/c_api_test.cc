@@ -25,7 +25,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -97,6 +99,8 @@ struct Lib {
   StringFn version = nullptr;
   StringFn config_warnings = nullptr;
   VoidFn reset_for_testing = nullptr;
+  int (*record_memory_history)(int, size_t) = nullptr;
+  int (*dump_snapshot)(int, const char*) = nullptr;
 };
 
 template <typename Fn>
@@ -113,6 +117,9 @@ class CApiTest : public ::testing::Test {
     ASSERT_NE(lib_.handle, nullptr) << dlerror();
     Resolve(lib_.handle, "bfc_malloc", &lib_.malloc);
     Resolve(lib_.handle, "bfc_free", &lib_.free);
+    Resolve(lib_.handle, "bfc_record_memory_history",
+            &lib_.record_memory_history);
+    Resolve(lib_.handle, "bfc_dump_snapshot", &lib_.dump_snapshot);
     Resolve(lib_.handle, "bfc_empty_cache_all", &lib_.empty_cache_all);
     Resolve(lib_.handle, "bfc_cupy_malloc", &lib_.cupy_malloc);
     Resolve(lib_.handle, "bfc_cupy_free", &lib_.cupy_free);
@@ -553,6 +560,47 @@ TEST_F(CApiTest, BadConfigurationsFailCleanlyWithTheDocumentedMessage) {
         << "printed more than once:\n"
         << err;
   }
+}
+
+// The snapshot calls from C (the sanitizer builds run this; Python's ctypes
+// cannot load an instrumented .so, so pytorch_snapshot_test checks the
+// file's contents there only in the plain build): a pickle framed as
+// protocol 4, with the history's actions in it; -1 with a message for a NULL
+// path, an unused device or an unwritable path, and an earlier file whole.
+TEST_F(CApiTest, HistoryAndSnapshotFromC) {
+  Configure("backend:virtual,memory_limit:64MiB");
+  ASSERT_EQ(lib_.record_memory_history(0, 1000), 0) << LastError();
+  void* a = lib_.malloc(1000, 0, kNoStream);
+  void* b = lib_.malloc(3 << 20, 0, kNoStream);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  lib_.free(b, 0, 0, kNoStream);
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/c_api_snapshot.pickle";
+  ASSERT_EQ(lib_.dump_snapshot(0, path.c_str()), 0) << LastError();
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 4u);
+  EXPECT_EQ(bytes.substr(0, 2), std::string("\x80\x04", 2));
+  EXPECT_EQ(bytes.back(), '.');
+  for (const char* key :
+       {"segments", "device_traces", "segment_alloc", "alloc", "free_requested",
+        "free_completed", "active_allocated"}) {
+    EXPECT_NE(bytes.find(key), std::string::npos) << key;
+  }
+  EXPECT_EQ(lib_.dump_snapshot(0, nullptr), -1);
+  EXPECT_THAT(LastError(), HasSubstr("NULL"));
+  EXPECT_EQ(lib_.dump_snapshot(7, path.c_str()), -1);
+  EXPECT_THAT(LastError(), HasSubstr("no allocator yet"));
+  EXPECT_EQ(lib_.dump_snapshot(0, (dir + "/no/such/dir/x").c_str()), -1);
+  EXPECT_THAT(LastError(), HasSubstr("no/such/dir"));
+  std::ifstream again(path, std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)),
+                        std::istreambuf_iterator<char>()),
+            bytes);
+  EXPECT_EQ(lib_.record_memory_history(-1, 10), -1);
+  lib_.free(a, 0, 0, kNoStream);
 }
 
 // What a PyTorch user copies from PYTORCH_CUDA_ALLOC_CONF, and typos: each
