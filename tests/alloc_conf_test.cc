@@ -127,7 +127,7 @@ TEST(AllocConfTest, PyTorchKeysAreMappedOrIgnoredWithWhatToUseInstead) {
     const char* says;
   };
   for (const Case& c : {
-           Case{"expandable_segments:True", "backend:cuda"},
+           Case{"expandable_segments:True", "preset:low_footprint"},
            Case{"max_split_size_mb:128", "fragmentation_fraction"},
            Case{"garbage_collection_threshold:0.8", "garbage_collection:true"},
            Case{"roundup_power2_divisions:4", "no rounding option"},

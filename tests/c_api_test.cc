@@ -624,7 +624,7 @@ TEST_F(CApiTest, KeysGivenForNothingAreSaidOnceAndAllocationsWork) {
         "keys: backend,",
         "max_split_size_mb is a PyTorch allocator setting that bfc does not "
         "take: ",
-        "fragmentation_fraction (a fraction of the memory limit) (ignored)",
+        "regions of their own (ignored)",
         "unknown key \"colour\" (accepted keys: backend,"}) {
     EXPECT_THAT(warnings, HasSubstr(part));
     const std::string::size_type at = err.find(part);

@@ -36,15 +36,20 @@ struct PyTorchKey {
 };
 constexpr PyTorchKey kPyTorchKeys[] = {
     {"expandable_segments",
-     "bfc has no expandable (VMM) backend yet; leave it out (False is "
-     "accepted) or use backend:cuda, which grows its pool like TF"},
+     "bfc has no expandable (VMM) backend yet; for a pool close to what is "
+     "live use preset:low_footprint (exact regions, free regions given back "
+     "before growing); False is accepted"},
     {"max_split_size_mb",
      "PyTorch's never-split-above size has no bfc equivalent; bfc splits as "
      "TF does, with its internal-fragmentation cap set by "
-     "fragmentation_fraction (a fraction of the memory limit)"},
+     "fragmentation_fraction (a fraction of the memory limit); "
+     "huge_allocation_bytes gives requests above a size regions of their "
+     "own"},
     {"garbage_collection_threshold",
-     "bfc has no usage threshold; use garbage_collection:true to give fully "
-     "free regions back when an allocation would otherwise fail"},
+     "bfc has no usage threshold; use release_before_extend:true (part of "
+     "preset:low_footprint) to give fully free regions back before the pool "
+     "grows, or garbage_collection:true to do so only when an allocation "
+     "would otherwise fail"},
     {"roundup_power2_divisions",
      "bfc rounds requests as TF does (256-byte units, bins by powers of "
      "two); there is no rounding option"},
