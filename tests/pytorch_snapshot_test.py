@@ -10,7 +10,7 @@
    order, and its trace agrees with the replay's own numbers, computed here
    from the trace entries alone: replaying alloc/free_completed/segment_*
    forward gives the end state's blocks and segments exactly, the peak of
-   bytes in use equals bfc-replay's peak_bytes_in_use, the number of oom
+   bytes asked equals bfc-replay's peak_live_bytes, the number of oom
    entries its failures; every event carries its trace line as its frame.
 2. The snapshot goes back in through tools/snapshot_to_csv.py into bfc-replay.
 3. The C ABI (ctypes on libbfc_alloc.so): bfc_record_memory_history +
@@ -106,9 +106,10 @@ def check_schema(snap, where):
 
 def replay_entries(trace):
     """Forward replay of the entries: (live blocks, live segments, peak
-    bytes in use, ooms)."""
+    bytes asked, ooms, segment_alloc entries)."""
     live, segs = {}, {}
-    in_use = peak = ooms = 0
+    in_use = peak = ooms = seg_allocs = 0
+    expandable = False
     for e in trace:
         a, addr, size = e["action"], e["addr"], e["size"]
         if a == "alloc":
@@ -123,37 +124,63 @@ def replay_entries(trace):
             check(live.get(addr) == size, f"free_completed of a live block {addr:#x}")
             in_use -= live.pop(addr, 0)
         elif a == "segment_alloc":
+            check(not any(s < addr + size and addr < s + n
+                          for s, n in segs.items()),
+                  f"segment_alloc {addr:#x}+{size} overlaps no live segment")
             segs[addr] = size
+            seg_allocs += 1
+            check(not expandable, "segment_alloc only without segment_map")
         elif a == "segment_map":
-            # Joins a segment: the one ending at addr, or the one starting
-            # right after it (then the segment starts at addr).
+            # PyTorch's expandable segments, as its viewer's state history
+            # reads them: the range joins the segments it touches.
+            check(not any(s < addr + size and addr < s + n
+                          for s, n in segs.items()),
+                  f"segment_map {addr:#x}+{size} overlaps no live segment")
             before = [s for s, n in segs.items() if s + n == addr]
-            after = addr + size in segs
-            check(before or after, f"segment_map {addr:#x} touches a segment")
             if before:
-                segs[before[0]] += size
-                if after:
-                    segs[before[0]] += segs.pop(addr + size)
-            elif after:
-                segs[addr] = size + segs.pop(addr + size)
+                addr, size = before[0], segs.pop(before[0]) + size
+            if addr + size in segs:
+                size += segs.pop(addr + size)
+            segs[addr] = size
+            seg_allocs += 1
+            expandable = True
+        elif a == "segment_unmap":
+            holder = [s for s, n in segs.items()
+                      if s <= addr and addr + size <= s + n]
+            check(len(holder) == 1, f"segment_unmap {addr:#x} inside a segment")
+            if holder:
+                s0 = holder[0]
+                n0 = segs.pop(s0)
+                check(not any(addr <= b < addr + size for b in live),
+                      f"segment_unmap {addr:#x} holds no live block")
+                if addr > s0:
+                    segs[s0] = addr - s0
+                if addr + size < s0 + n0:
+                    segs[addr + size] = s0 + n0 - addr - size
         elif a == "segment_free":
             check(segs.get(addr) == size, f"segment_free of a live segment {addr:#x}")
+            check(not any(addr <= b < addr + size for b in live),
+                  f"segment_free {addr:#x} holds no live block")
             segs.pop(addr, None)
         elif a == "oom":
             ooms += 1
-    return live, segs, peak, ooms
+    return live, segs, peak, ooms, seg_allocs
 
 
 def check_against_state(snap, where):
     trace = snap["device_traces"][-1]
-    live, segs, peak, ooms = replay_entries(trace)
-    blocks = {b["address"]: b["size"] for s in snap["segments"]
+    live, segs, peak, ooms, seg_allocs = replay_entries(trace)
+    # Entries carry the bytes asked (PyTorch's orig_size), blocks both.
+    blocks = {b["address"]: b["requested_size"] for s in snap["segments"]
               for b in s["blocks"] if b["state"] == "active_allocated"}
     check(live == blocks, f"{where}: the trace's live blocks are the "
           f"segments' active blocks ({len(live)} vs {len(blocks)})")
     state_segs = {s["address"]: s["total_size"] for s in snap["segments"]}
+    maps = any(e["action"] == "segment_map" for e in trace)
+    check(all(s["is_expandable"] == maps for s in snap["segments"]),
+          f"{where}: segments are expandable exactly when the trace maps")
     check(segs == state_segs, f"{where}: the trace's segments are the state's")
-    return peak, ooms
+    return peak, ooms, seg_allocs
 
 
 def replay(tool, trace, out_dir, name, extra):
@@ -170,18 +197,31 @@ def replay(tool, trace, out_dir, name, extra):
 
 
 def tool_part(tool, converter, trace, out_dir):
-    for name, extra in (("growth", []), ("limited", ["--memory-limit", "24MiB"])):
+    for name, extra in (("growth", []), ("limited", ["--memory-limit", "24MiB"]),
+                        ("sim", ["--backend=sim-cudamalloc",
+                                 "--conf=preset:low_footprint"])):
         path, summary = replay(tool, trace, out_dir, name, extra)
         snap = load(path)
         check_schema(snap, name)
-        peak, ooms = check_against_state(snap, name)
-        check(peak == summary["peak_bytes_in_use"],
-              f"{name}: peak bytes in use from the trace ({peak}) is "
-              f"bfc-replay's ({summary['peak_bytes_in_use']})")
+        peak, ooms, seg_allocs = check_against_state(snap, name)
+        check(peak == summary["peak_live_bytes"],
+              f"{name}: peak bytes asked from the trace ({peak}) is "
+              f"bfc-replay's peak_live_bytes ({summary['peak_live_bytes']})")
+        check(seg_allocs >= summary["sub_allocator_allocs"],
+              f"{name}: a segment_alloc or segment_map for each of the "
+              f"{summary['sub_allocator_allocs']} regions taken "
+              f"({seg_allocs})")
         check(ooms == summary["failures"], f"{name}: {ooms} oom entries for "
               f"{summary['failures']} failures")
         if name == "limited":
             check(ooms > 0, "limited: the limit made allocations fail")
+        actions = {e["action"] for e in snap["device_traces"][-1]}
+        if name == "growth":
+            check("segment_map" in actions, "growth: the coalescing backend's "
+                  "regions grow as expandable segments")
+        if name == "sim":
+            check("segment_alloc" in actions and "segment_map" not in actions,
+                  "sim: regions that never join are segment_alloc'ed")
         entries = snap["device_traces"][-1]
         check(all(e["frames"] and e["frames"][0]["line"] > 1
                   for e in entries if e["action"] in ("alloc", "free_completed")),
@@ -219,7 +259,9 @@ def c_api_part(lib_path, out_dir):
           f"bfc_dump_snapshot: 0 ({lib.bfc_last_error()})")
     snap = load(path)
     check_schema(snap, "c_api")
-    peak, ooms = check_against_state(snap, "c_api")
+    peak, ooms, _ = check_against_state(snap, "c_api")
+    check(peak == 1000 + (3 << 20) + 256 + 70000,
+          f"c_api: peak bytes asked ({peak}) is the four requests' sum")
     check(ooms == 1, "c_api: one oom entry")
     trace = snap["device_traces"][0]
     check([e["action"] for e in trace if e["action"] in ("alloc", "free_completed")]

@@ -15,12 +15,21 @@
 //                              (blocks tile their segment in address order,
 //                              which is how the viewer lays them out)
 //   allocation site         -> the block's frames (record_allocation_sites)
-//   MemoryEvent kAllocate   -> trace entry "alloc" (size: chunk bytes)
+//   MemoryEvent kAllocate   -> trace entry "alloc" (size: bytes asked, as
+//                              PyTorch records them)
 //   MemoryEvent kFree       -> "free_requested" then "free_completed"
 //                              (bfc reuses a chunk as soon as it is freed)
 //   kRegionAlloc / kRegionFree -> "segment_alloc" / "segment_free"
-//   kRegionExtend           -> "segment_map" (memory joined to a region, as
-//                              PyTorch's expandable segments grow)
+//   kRegionExtend           -> when the history holds one, the regions grow
+//                              (a coalescing sub-allocator) and are written
+//                              as PyTorch writes expandable segments: every
+//                              range taken, the first too, is "segment_map",
+//                              a region given back "segment_unmap", and the
+//                              segments say is_expandable. As in PyTorch, the
+//                              viewer's segment timeline then draws those
+//                              segments at their final size (it reads only
+//                              segment_alloc/segment_free); its state history
+//                              shows every growth step
 //   kOutOfMemory            -> "oom" (size: bytes asked, device_free: what
 //                              the limit still allowed)
 //

@@ -210,7 +210,7 @@ void WriteBlock(PickleWriter& w, uint64_t address, uint64_t size,
 }
 
 void WriteSegments(PickleWriter& w, const MemoryDump& state,
-                   const PyTorchSnapshotOptions& options) {
+                   const PyTorchSnapshotOptions& options, bool expandable) {
   w.BeginList();
   size_t next_chunk = 0;
   for (size_t r = 0; r < state.regions.size(); ++r) {
@@ -240,7 +240,7 @@ void WriteSegments(PickleWriter& w, const MemoryDump& state,
     Field(w, "allocated_size", allocated);
     Field(w, "active_size", allocated);
     Field(w, "requested_size", requested);
-    Field(w, "is_expandable", false);
+    Field(w, "is_expandable", expandable);
     w.Key("frames");
     WriteFrames(w, {});
     w.Key("blocks");
@@ -261,13 +261,14 @@ void WriteSegments(PickleWriter& w, const MemoryDump& state,
   w.End();
 }
 
-void WriteEntry(PickleWriter& w, std::string_view action, const MemoryEvent& e,
+void WriteEntry(PickleWriter& w, std::string_view action, uint64_t address,
+                uint64_t size, const MemoryEvent& e,
                 const PyTorchSnapshotOptions& options,
                 const std::vector<PyTorchFrame>& frames) {
   w.BeginDict();
   Field(w, "action", action);
-  Field(w, "addr", e.address);
-  Field(w, "size", e.size);
+  Field(w, "addr", address);
+  Field(w, "size", size);
   Field(w, "stream", options.stream);
   Field(w, "time_us", e.time_us);
   if (e.action == MemoryEvent::Action::kOutOfMemory)
@@ -277,33 +278,53 @@ void WriteEntry(PickleWriter& w, std::string_view action, const MemoryEvent& e,
   w.End();
 }
 
+// True when memory was joined to a region during the history: the
+// allocator's sub-allocator coalesces, and its regions are written as
+// PyTorch writes expandable segments.
+bool RegionsGrow(const std::vector<MemoryEvent>& events) {
+  for (const MemoryEvent& e : events) {
+    if (e.action == MemoryEvent::Action::kRegionExtend) return true;
+  }
+  return false;
+}
+
 void WriteTrace(PickleWriter& w, const std::vector<MemoryEvent>& events,
                 const PyTorchSnapshotOptions& options) {
+  // Regions that grow are PyTorch's expandable segments: every range taken
+  // is a "segment_map" (the first one too) and a region given back a
+  // "segment_unmap", which the viewer's state history joins and splits by
+  // address. A segment_free + segment_alloc pair per growth would leave the
+  // region's live blocks outside any segment between the two entries, which
+  // the state history cannot draw.
+  const bool expandable = RegionsGrow(events);
   w.BeginList();
   for (size_t i = 0; i < events.size(); ++i) {
     const MemoryEvent& e = events[i];
     const std::vector<PyTorchFrame> frames = options.event_frames
                                                  ? options.event_frames(i)
                                                  : std::vector<PyTorchFrame>();
+    // PyTorch records the bytes asked on alloc and on free; a chunk's
+    // rounding shows in the segments' blocks.
+    const uint64_t asked = e.requested_size != 0 ? e.requested_size : e.size;
     switch (e.action) {
       case MemoryEvent::Action::kAllocate:
-        WriteEntry(w, "alloc", e, options, frames);
+        WriteEntry(w, "alloc", e.address, asked, e, options, frames);
         break;
       case MemoryEvent::Action::kFree:
-        WriteEntry(w, "free_requested", e, options, frames);
-        WriteEntry(w, "free_completed", e, options, frames);
+        WriteEntry(w, "free_requested", e.address, asked, e, options, frames);
+        WriteEntry(w, "free_completed", e.address, asked, e, options, frames);
         break;
       case MemoryEvent::Action::kRegionAlloc:
-        WriteEntry(w, "segment_alloc", e, options, frames);
-        break;
       case MemoryEvent::Action::kRegionExtend:
-        WriteEntry(w, "segment_map", e, options, frames);
+        WriteEntry(w, expandable ? "segment_map" : "segment_alloc", e.address,
+                   e.size, e, options, frames);
         break;
       case MemoryEvent::Action::kRegionFree:
-        WriteEntry(w, "segment_free", e, options, frames);
+        WriteEntry(w, expandable ? "segment_unmap" : "segment_free", e.address,
+                   e.size, e, options, frames);
         break;
       case MemoryEvent::Action::kOutOfMemory:
-        WriteEntry(w, "oom", e, options, frames);
+        WriteEntry(w, "oom", e.address, e.size, e, options, frames);
         break;
     }
   }
@@ -319,7 +340,7 @@ std::string PyTorchSnapshotPickle(const MemoryDump& state,
   PickleWriter w;
   w.BeginDict();
   w.Key("segments");
-  WriteSegments(w, state, options);
+  WriteSegments(w, state, options, RegionsGrow(events));
   w.Key("device_traces");
   w.BeginList();
   // Devices before ours had no events.
