@@ -111,6 +111,36 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
 // expandable_segments:False) or ignored with what to use instead, never
 // "unknown key" and never a failed configuration.
 TEST(AllocConfTest, PyTorchKeysAreMappedOrIgnoredWithWhatToUseInstead) {
+  // Two set bfc options, with PyTorch's units and ranges.
+  {
+    absl::StatusOr<AllocConf> mapped = ParseAllocConf(
+        "max_split_size_mb:128,garbage_collection_threshold:0.8");
+    ASSERT_TRUE(mapped.ok()) << mapped.status();
+    EXPECT_TRUE(mapped->ignored.empty());
+    EXPECT_EQ(mapped->options.max_split_bytes, uint64_t{128} << 20);
+    EXPECT_EQ(mapped->options.pool_release_threshold, 0.8);
+    for (const char* bad :
+         {"max_split_size_mb:20", "max_split_size_mb:0", "max_split_size_mb:x",
+          "max_split_size_mb:-64", "max_split_size_mb:1.5",
+          "max_split_size_mb:99999999999999999999",
+          "garbage_collection_threshold:0", "garbage_collection_threshold:1",
+          "garbage_collection_threshold:nan",
+          "garbage_collection_threshold:"}) {
+      SCOPED_TRACE(bad);
+      absl::StatusOr<AllocConf> c = ParseAllocConf(bad);
+      ASSERT_FALSE(c.ok());
+      EXPECT_THAT(c.status().message(), HasSubstr("PyTorch's rule"));
+    }
+    // Both spellings of one option: refused, naming both.
+    for (const char* twice :
+         {"max_split_size_mb:64,max_split_bytes:1GiB",
+          "pool_release_threshold:0.5,garbage_collection_threshold:0.5"}) {
+      SCOPED_TRACE(twice);
+      absl::StatusOr<AllocConf> c = ParseAllocConf(twice);
+      ASSERT_FALSE(c.ok());
+      EXPECT_THAT(c.status().message(), HasSubstr("set the same option"));
+    }
+  }
   absl::StatusOr<AllocConf> conf = ParseAllocConf("backend:native");
   ASSERT_TRUE(conf.ok()) << conf.status();
   EXPECT_EQ(conf->backend, Backend::kCuda);
@@ -128,8 +158,6 @@ TEST(AllocConfTest, PyTorchKeysAreMappedOrIgnoredWithWhatToUseInstead) {
   };
   for (const Case& c : {
            Case{"expandable_segments:True", "preset:low_footprint"},
-           Case{"max_split_size_mb:128", "fragmentation_fraction"},
-           Case{"garbage_collection_threshold:0.8", "garbage_collection:true"},
            Case{"roundup_power2_divisions:4", "no rounding option"},
            Case{"pinned_use_cuda_host_register:True",
                 "PyTorch's own pinned-memory allocator"},

@@ -186,6 +186,43 @@ TEST(AllocatorGrowthTest, ReleaseBeforeExtendGivesFreeRegionsBackFirst) {
   for (void* p : {b, c, d}) s.alloc->DeallocateRaw(p);
 }
 
+// Below the pool's peak, growing costs no footprint: free regions are kept
+// for the requests that fit them (a steady state makes no sub-allocator
+// calls); only growth past the peak gives them back, oldest first, and only
+// as many as it takes.
+TEST(AllocatorGrowthTest, ReleaseBeforeExtendKeepsRegionsBelowThePeak) {
+  Allocator::Options o;
+  o.release_before_extend = true;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  Rig s = Make(o);
+  void* a = s.alloc->AllocateRaw(256, 4 * kMiB);
+  void* b = s.alloc->AllocateRaw(256, 2 * kMiB);
+  void* c = s.alloc->AllocateRaw(256, 2 * kMiB);  // pool and peak: 8 MiB
+  s.alloc->DeallocateRaw(a);
+  EXPECT_EQ(s.alloc->ReleaseFreeRegions(), 4 * kMiB);  // pool 4 MiB
+  s.alloc->DeallocateRaw(b);
+  // 3 MiB fits no free region; 4 + 3 MiB stays under the 8 MiB peak: b's
+  // region is kept.
+  void* d = s.alloc->AllocateRaw(256, 3 * kMiB);
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(s.journal->frees.size(), 1u);
+  EXPECT_EQ(s.alloc->GetStats()->pool_bytes.value(),
+            static_cast<int64_t>(7 * kMiB));
+  // 2 MiB: b's free region serves it, with no growth.
+  void* e = s.alloc->AllocateRaw(256, 2 * kMiB);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(s.journal->alloc_requests.size(), 4u);
+  s.alloc->DeallocateRaw(e);
+  // 5 MiB: 7 + 5 MiB passes the peak, so b's region goes (7 - 2 + 5 = 10
+  // is still above 8, and no other region is free).
+  void* f = s.alloc->AllocateRaw(256, 5 * kMiB);
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(s.journal->frees.size(), 2u);
+  EXPECT_EQ(s.journal->frees[1].second, 2 * kMiB);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  for (void* p : {c, d, f}) s.alloc->DeallocateRaw(p);
+}
+
 TEST(AllocatorGrowthTest, HugeAllocationsGetARegionOfTheirOwnGivenBackOnFree) {
   Allocator::Options o;
   o.huge_allocation_bytes = 8 * kMiB;
@@ -267,6 +304,211 @@ TEST(AllocatorGrowthTest, MinSplitRemainderSplitsWhatTfKeepsWhole) {
   EXPECT_TRUE(s.alloc->Validate().ok());
   s.alloc->DeallocateRaw(q);
   s.alloc->DeallocateRaw(r);
+}
+
+// PyTorch's max_split_size, from its get_free_block and should_split: a
+// request below the bound never takes a free chunk at or above it; one at or
+// above it takes a chunk at most 20 MiB larger and does not split it.
+TEST(AllocatorGrowthTest, MaxSplitKeepsOversizeChunksForLargeRequests) {
+  Allocator::Options o;
+  o.max_split_bytes = 32 * kMiB;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.min_growth_step_bytes = 2 * kMiB;
+  Rig s = Make(o);
+  void* big = s.alloc->AllocateRaw(256, 64 * kMiB);
+  ASSERT_NE(big, nullptr);
+  s.alloc->DeallocateRaw(big);
+  // 1 MiB: the free 64 MiB region is oversize, so a 2 MiB one is grown.
+  void* small = s.alloc->AllocateRaw(256, 1 * kMiB);
+  ASSERT_NE(small, nullptr);
+  EXPECT_THAT(s.journal->alloc_requests, ElementsAre(64 * kMiB, 2 * kMiB));
+  // 50 MiB: the 64 MiB chunk is within 20 MiB of it: taken whole, unsplit.
+  void* large = s.alloc->AllocateRaw(256, 50 * kMiB);
+  ASSERT_NE(large, nullptr);
+  EXPECT_EQ(s.journal->alloc_requests.size(), 2u);
+  EXPECT_EQ(s.alloc->AllocatedSize(large), 64 * kMiB);
+  s.alloc->DeallocateRaw(large);
+  // 40 MiB: 64 MiB is 24 MiB too large, so a region of its own is grown.
+  void* other = s.alloc->AllocateRaw(256, 40 * kMiB);
+  ASSERT_NE(other, nullptr);
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(64 * kMiB, 2 * kMiB, 40 * kMiB));
+  EXPECT_EQ(s.alloc->AllocatedSize(other), 40 * kMiB);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(small);
+  s.alloc->DeallocateRaw(other);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+}
+
+// Without max_split_bytes the same sequence reuses the 64 MiB region for
+// everything (TF's best fit), and a large request splits what it takes.
+TEST(AllocatorGrowthTest, WithoutMaxSplitTheFreeRegionServesEveryone) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.min_growth_step_bytes = 2 * kMiB;
+  o.min_split_remainder_bytes = 256;
+  Rig s = Make(o);
+  void* big = s.alloc->AllocateRaw(256, 64 * kMiB);
+  s.alloc->DeallocateRaw(big);
+  void* small = s.alloc->AllocateRaw(256, 1 * kMiB);
+  void* large = s.alloc->AllocateRaw(256, 50 * kMiB);
+  EXPECT_THAT(s.journal->alloc_requests, ElementsAre(64 * kMiB));
+  EXPECT_EQ(s.alloc->AllocatedSize(large), 50 * kMiB);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(small);
+  s.alloc->DeallocateRaw(large);
+}
+
+// A region grown for a request below max_split_bytes stays below it, even
+// when doubling would take more: its rest must stay open to such requests.
+TEST(AllocatorGrowthTest, MaxSplitCapsRegionsGrownForSmallRequests) {
+  Allocator::Options o;
+  o.max_split_bytes = 4 * kMiB;
+  o.initial_region_bytes = 8 * kMiB;
+  Rig s = Make(o);
+  void* a = s.alloc->AllocateRaw(256, 1 * kMiB);
+  void* b = s.alloc->AllocateRaw(256, 1 * kMiB);  // from the same region
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_THAT(s.journal->alloc_requests, ElementsAre(4 * kMiB - 256));
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(a);
+  s.alloc->DeallocateRaw(b);
+}
+
+// garbage_collection_threshold's analogue: before the pool would pass the
+// fraction of the limit, fully free regions go back least recently freed
+// first, only as many as needed; a region with a chunk in use never does.
+TEST(AllocatorGrowthTest, PoolReleaseThresholdGivesBackLeastRecentlyFreed) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.pool_release_threshold = 0.5;
+  Rig s = Make(o, 40 * kMiB);  // threshold: 20 MiB
+  void* r1 = s.alloc->AllocateRaw(256, 4 * kMiB);
+  void* r2 = s.alloc->AllocateRaw(256, 5 * kMiB);
+  void* r3 = s.alloc->AllocateRaw(256, 6 * kMiB);
+  void* held = s.alloc->AllocateRaw(256, 3 * kMiB);
+  // Freed in the order r2, r3, r1: r2 is the least recently freed.
+  s.alloc->DeallocateRaw(r2);
+  s.alloc->DeallocateRaw(r3);
+  s.alloc->DeallocateRaw(r1);
+  // Pool 18 MiB; 7 MiB more fits no free region and would reach 25 MiB:
+  // 5 MiB must go, and r2's region (5 MiB) is the first in line.
+  void* c = s.alloc->AllocateRaw(256, 7 * kMiB);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(s.journal->frees.size(), 1u);
+  EXPECT_EQ(s.journal->frees[0].second, 5 * kMiB);
+  EXPECT_EQ(s.alloc->GetStats()->pool_bytes.value(),
+            static_cast<int64_t>(20 * kMiB));
+  // 8 MiB more: 28 MiB would pass 20; r3 (6 MiB) then r1 (4 MiB) go; the
+  // held region and c's stay.
+  void* d = s.alloc->AllocateRaw(256, 8 * kMiB);
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(s.journal->frees.size(), 3u);
+  EXPECT_EQ(s.journal->frees[1].second, 6 * kMiB);
+  EXPECT_EQ(s.journal->frees[2].second, 4 * kMiB);
+  EXPECT_EQ(s.alloc->GetStats()->num_regions_released, 3);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  for (void* p : {held, c, d}) s.alloc->DeallocateRaw(p);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+}
+
+// Below the threshold nothing is given back.
+TEST(AllocatorGrowthTest, PoolReleaseThresholdKeepsRegionsBelowIt) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.pool_release_threshold = 0.9;
+  Rig s = Make(o, 40 * kMiB);
+  void* a = s.alloc->AllocateRaw(256, 4 * kMiB);
+  s.alloc->DeallocateRaw(a);
+  void* b = s.alloc->AllocateRaw(256, 8 * kMiB);
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(s.journal->frees.empty());
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(b);
+}
+
+// Over a coalescing sub-allocator, the pool grows by what its free tail
+// lacks; the memory appended joins the tail and serves the request.
+TEST(AllocatorGrowthTest, ExtendByMissingTailAsksOnlyForWhatIsMissing) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.extend_by_missing_tail = true;
+  FakeSubAllocator::Options so;
+  so.supports_coalescing = true;
+  Rig s = Make(o, 1 * kGiB, so);
+  void* a = s.alloc->AllocateRaw(256, 1 * kMiB);
+  void* b = s.alloc->AllocateRaw(256, 3 * kMiB);
+  s.alloc->DeallocateRaw(b);
+  // 3 MiB free at the end: 5 MiB needs 2 MiB more.
+  void* c = s.alloc->AllocateRaw(256, 5 * kMiB);
+  ASSERT_NE(c, nullptr);
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(1 * kMiB, 3 * kMiB, 2 * kMiB));
+  EXPECT_EQ(s.alloc->GetStats()->pool_bytes.value(),
+            static_cast<int64_t>(6 * kMiB));
+  EXPECT_EQ(s.alloc->RecordMemoryMap().regions.size(), 1u);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(a);
+  s.alloc->DeallocateRaw(c);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+}
+
+// When the sub-allocator puts the tail's memory elsewhere (a gap), the
+// request is asked for in full next: it is served, the extra region stays.
+TEST(AllocatorGrowthTest, ExtendByMissingTailFallsBackToTheWholeRequest) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.extend_by_missing_tail = true;
+  FakeSubAllocator::Options so;
+  so.supports_coalescing = true;
+  so.gap_bytes = 1 * kMiB;  // blocks are never adjacent
+  Rig s = Make(o, 1 * kGiB, so);
+  void* a = s.alloc->AllocateRaw(256, 1 * kMiB);
+  void* b = s.alloc->AllocateRaw(256, 3 * kMiB);
+  s.alloc->DeallocateRaw(b);
+  void* c = s.alloc->AllocateRaw(256, 5 * kMiB);
+  ASSERT_NE(c, nullptr);
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(1 * kMiB, 3 * kMiB, 2 * kMiB, 5 * kMiB));
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(a);
+  s.alloc->DeallocateRaw(c);
+}
+
+// The new options under a sub-allocator that fails: every combination
+// terminates, honours the limit and stays valid.
+TEST(AllocatorGrowthTest, NewOptionsTerminateAndHonourTheLimit) {
+  for (int mask = 0; mask < 8; ++mask) {
+    SCOPED_TRACE(mask);
+    Allocator::Options o;
+    o.growth_policy = GrowthPolicy::kSameAsRequested;
+    o.allow_retry_on_failure = false;
+    o.max_oom_logs = 0;
+    if (mask & 1) o.max_split_bytes = 2 * kMiB;
+    if (mask & 2) o.pool_release_threshold = 0.25;
+    if (mask & 4) o.extend_by_missing_tail = true;
+    FakeSubAllocator::Options so;
+    so.supports_coalescing = (mask & 4) != 0;
+    so.fail_if = [](size_t call, size_t) { return call % 3 == 2; };
+    Rig s = Make(o, 16 * kMiB, so);
+    std::vector<void*> live;
+    for (int i = 0; i < 200; ++i) {
+      const size_t n = (size_t{1} << (8 + (i * 7) % 15)) + 256 * (i % 5);
+      void* p = s.alloc->AllocateRaw(256, n);
+      if (p != nullptr) live.push_back(p);
+      if (i % 3 == 0 && !live.empty()) {
+        s.alloc->DeallocateRaw(live[(i * 13) % live.size()]);
+        live.erase(live.begin() + (i * 13) % live.size());
+      }
+      EXPECT_LE(s.alloc->GetStats()->pool_bytes.value(),
+                static_cast<int64_t>(16 * kMiB));
+      ASSERT_TRUE(s.alloc->Validate().ok()) << i;
+    }
+    for (void* p : live) s.alloc->DeallocateRaw(p);
+    EXPECT_TRUE(s.alloc->Validate().ok());
+    EXPECT_LT(s.journal->alloc_requests.size(), 2000u);
+  }
 }
 
 }  // namespace

@@ -610,7 +610,7 @@ TEST_F(CApiTest, HistoryAndSnapshotFromC) {
 TEST_F(CApiTest, KeysGivenForNothingAreSaidOnceAndAllocationsWork) {
   ::testing::internal::CaptureStderr();
   Configure(
-      "backend:host,memory_limt:64MiB,max_split_size_mb:128,"
+      "backend:host,memory_limt:64MiB,roundup_power2_divisions:4,"
       "garbage_collection:True,expandable_segments:False,colour:blue");
   void* p = lib_.malloc(1024, 0, kNoStream);
   ASSERT_NE(p, nullptr) << LastError();
@@ -623,9 +623,9 @@ TEST_F(CApiTest, KeysGivenForNothingAreSaidOnceAndAllocationsWork) {
   for (const char* part :
        {"unknown key \"memory_limt\" (did you mean memory_limit?) (accepted "
         "keys: backend,",
-        "max_split_size_mb is a PyTorch allocator setting that bfc does not "
-        "take: ",
-        "regions of their own (ignored)",
+        "roundup_power2_divisions is a PyTorch allocator setting that bfc "
+        "does not take: ",
+        "there is no rounding option (ignored)",
         "unknown key \"colour\" (accepted keys: backend,"}) {
     EXPECT_THAT(warnings, HasSubstr(part));
     const std::string::size_type at = err.find(part);
@@ -955,6 +955,50 @@ std::vector<KeyCase> CApiKeyTest::KeyCases() {
          return "in use " + std::to_string(s.bytes_in_use);
        },
        "in use 41943040", "in use 67108864"},
+      // A freed 4 MiB region is at least max_split_bytes: a 256-byte request
+      // does not take it but grows a region below the bound (1 MiB less
+      // 256 bytes) -- or is carved from it.
+      {"max_split_bytes",
+       "backend:host,memory_limit:64MiB,max_split_bytes:1MiB",
+       "backend:host,memory_limit:64MiB",
+       [] {
+         void* a = lib_.malloc(4 << 20, 0, kNoStream);
+         lib_.free(a, 0, 0, kNoStream);
+         return PoolAfter256();
+       },
+       "pool 5242624", "pool 4194304"},
+      // 2 MiB held and freed, then 3 MiB: the pool would pass half of the
+      // 8 MiB limit, so the free region goes back first.
+      {"pool_release_threshold",
+       "backend:host,memory_limit:8MiB,pool_release_threshold:0.5",
+       "backend:host,memory_limit:8MiB",
+       [] {
+         void* a = lib_.malloc(2 << 20, 0, kNoStream);
+         lib_.free(a, 0, 0, kNoStream);
+         void* b = lib_.malloc(3 << 20, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(b, 0, 0, kNoStream);
+         return NullOr(b, "allocated") + ", released " +
+                std::to_string(s.num_regions_released);
+       },
+       "allocated, released 1", "allocated, released 0"},
+      // 1 MiB free at the end of the (coalescing) pool: 3 MiB needs only
+      // 2 MiB more, appended to it.
+      {"extend_by_missing_tail",
+       "backend:virtual,memory_limit:64MiB,growth_policy:same_as_requested,"
+       "extend_by_missing_tail:true",
+       "backend:virtual,memory_limit:64MiB,growth_policy:same_as_requested",
+       [] {
+         void* a = lib_.malloc(1 << 20, 0, kNoStream);
+         lib_.free(a, 0, 0, kNoStream);
+         void* b = lib_.malloc(3 << 20, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(b, 0, 0, kNoStream);
+         return "pool " + std::to_string(s.pool_bytes);
+       },
+       "pool 3145728", "pool 4194304"},
       {"abort_on_invalid_input",
        "backend:host,memory_limit:64MiB,abort_on_invalid_input:true",
        "backend:host,memory_limit:64MiB",

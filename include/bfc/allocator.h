@@ -72,6 +72,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -279,9 +280,33 @@ class Allocator {
   void* AllocateLocked(size_t alignment, size_t num_bytes, size_t rounded,
                        bool dedicated) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Best fit for `rounded_bytes` at `alignment`, taken out of its bin, or
-  // kInvalidChunkHandle (nothing changed).
-  ChunkHandle FindChunk(size_t alignment, size_t rounded_bytes)
+  // kInvalidChunkHandle (nothing changed). With max_split_bytes, a chunk too
+  // large for the request (MaxFitFor) is not taken unless `any_size`.
+  ChunkHandle FindChunk(size_t alignment, size_t rounded_bytes,
+                        bool any_size = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // With max_split_bytes: the size a chunk must stay below to serve a request
+  // of `rounded_bytes` (PyTorch: a small request never takes an oversize
+  // block; a large one takes at most kMaxUnsplitWaste more than it asked).
+  size_t MaxFitFor(size_t rounded_bytes) const {
+    if (rounded_bytes < max_split_) return max_split_;
+    return rounded_bytes > std::numeric_limits<size_t>::max() - kMaxUnsplitWaste
+               ? std::numeric_limits<size_t>::max()
+               : rounded_bytes + kMaxUnsplitWaste;
+  }
+  // Gives fully-free pooled regions back, least recently freed first, until
+  // the pool plus `needed` bytes is at most `target` (or none is left):
+  // release_before_extend (target: the peak pool) and pool_release_threshold
+  // (target: that fraction of the limit).
+  void ReleaseFreeRegionsAbove(size_t needed, size_t target)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Marks the region holding chunk `h` (which spans it) as freed now, for
+  // ReleaseFreeRegionsAbove's least-recently-freed order.
+  void StampFreeRegion(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // With extend_by_missing_tail over a coalescing sub-allocator: the bytes
+  // free at the end of the highest region (what memory appended there would
+  // join), else 0.
+  size_t FreeTailBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Hands out the free, unbinned chunk `h` from FindChunk: splits off the
   // alignment prefix and a remainder worth keeping, marks it in use, counts.
   // `may_split` false: the chunk is handed out whole (a dedicated region).
@@ -426,6 +451,21 @@ class Allocator {
   const size_t huge_threshold_;
   // Split when the rest is at least this; 0: TF's rule.
   const size_t min_split_remainder_;
+  // max_split_bytes rounded; 0: off. Chunks this large serve only requests
+  // this large, which never split them unless kMaxUnsplitWaste would be left.
+  const size_t max_split_;
+  // Whether chunks of max_split_bytes or more are closed to smaller
+  // requests: only over a sub-allocator that does not coalesce, where a
+  // region stays the size it was grown to (a coalescing one merges regions
+  // into free ranges larger than any bound, so only the no-split rule holds).
+  const bool oversize_filter_;
+  // Whether regions that become fully free are stamped (StampFreeRegion):
+  // only when an option releases them in that order.
+  const bool stamp_free_regions_;
+  // PyTorch's kLargeBuffer: what an oversize request may leave unused.
+  static constexpr size_t kMaxUnsplitWaste = size_t{20} << 20;
+  // pool_release_threshold x the limit; SIZE_MAX when off.
+  const size_t pool_release_target_;
 
   // Guards everything below. Taken after the C ABI's registry mutex and
   // before the log sink's (bfc/internal/mutex.h, "Locks"); held across calls
@@ -438,6 +478,8 @@ class Allocator {
   int num_waiters_ ABSL_GUARDED_BY(mutex_) = 0;
 
   size_t curr_region_allocation_bytes_ ABSL_GUARDED_BY(mutex_);
+  // Ticks for pool_release_threshold's order of fully-free regions.
+  uint64_t free_region_clock_ ABSL_GUARDED_BY(mutex_) = 0;
   size_t total_region_allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   internal::ChunkTable chunks_ ABSL_GUARDED_BY(mutex_);
   std::array<internal::Bin, kNumBins> bins_ ABSL_GUARDED_BY(mutex_);

@@ -94,14 +94,27 @@ enum class GrowthPolicy {
   X(uint64_t, min_growth_step_bytes, 0, kBytes, "",                           \
     "Floor on one region (0: none; Paddle's auto_growth_chunk_size)")         \
   X(bool, release_before_extend, false, kBool, "",                            \
-    "Give fully-free regions back before taking a new one (Paddle's "         \
-    "free_idle_chunk)")                                                       \
+    "Before taking a new region, give fully-free ones back, least recently "  \
+    "freed first, until the grown pool is no larger than its peak so far "    \
+    "(Paddle's free_idle_chunk)")                                             \
   X(uint64_t, huge_allocation_bytes, 0, kBytes, "",                           \
     "Requests of at least this many bytes get a region of their own, never "  \
     "split or reused, given back on free (0: off; Paddle's HUGE_CHUNK)")      \
   X(uint64_t, min_split_remainder_bytes, 0, kBytes, "",                       \
     "Split a chunk when the rest is at least this (0: TF's rule: the chunk "  \
-    "is at least twice the request or the rest reaches the split cap)")
+    "is at least twice the request or the rest reaches the split cap)")       \
+  X(uint64_t, max_split_bytes, 0, kBytes, "",                                 \
+    "PyTorch's max_split_size: requests this large are not split unless "     \
+    "20 MiB would be left, and take no chunk 20 MiB larger; smaller ones "    \
+    "take no chunk this large (without a coalescing sub-allocator) (0: off)") \
+  X(double, pool_release_threshold, 0.0, kFraction, "of the limit",           \
+    "Before growing the pool past this fraction of the limit, give the "      \
+    "least recently freed fully-free regions back (0: off; PyTorch's "        \
+    "garbage_collection_threshold)")                                          \
+  X(bool, extend_by_missing_tail, false, kBool, "",                           \
+    "With a coalescing sub-allocator, grow by what the free tail of the "     \
+    "newest region lacks rather than by the whole request (PyTorch's "        \
+    "expandable segments)")
 
 struct AllocatorOptions {
 #define BFC_INTERNAL_DECLARE_OPTION(type, name, default_value, kind, unit, \

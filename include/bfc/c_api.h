@@ -45,17 +45,23 @@
  *       release_before_extend   true | false            (default false)
  *       huge_allocation_bytes   bytes, 0: off           (default 0)
  *       min_split_remainder_bytes bytes, 0: TF's rule   (default 0)
+ *       max_split_bytes         bytes, 0: off           (default 0)
+ *       pool_release_threshold  a fraction of the limit in [0, 1], 0: off
+ *                                                       (default 0)
+ *       extend_by_missing_tail  true | false            (default false)
  *       memory_limit            bytes, with an optional unit: B, KB, KiB, MB,
  *                               MiB, GB, GiB, TB, TiB, PB, PiB (1000- or
  *                               1024-based)
  *       memory_fraction         a number in (0, 1]: that fraction of the
  *                               device's memory
  *     Booleans are true/false or 1/0, in any case (PyTorch writes True).
- *     PyTorch's own keys (expandable_segments, max_split_size_mb,
- *     garbage_collection_threshold, roundup_power2_divisions, pinned_*,
- *     release_lock_on_cudamalloc) have no bfc meaning yet: each is ignored
- *     with what to use instead; expandable_segments:False (PyTorch's default)
- *     changes nothing; backend:native is backend:cuda, and so is
+ *     PyTorch's own keys: max_split_size_mb:N (an integer above 20, as in
+ *     PyTorch) sets max_split_bytes to N MiB; garbage_collection_threshold:F
+ *     (in (0, 1)) sets pool_release_threshold; giving both spellings of one
+ *     option is an error. expandable_segments, roundup_power2_divisions,
+ *     pinned_* and release_lock_on_cudamalloc have no bfc meaning yet: each
+ *     is ignored with what to use instead; expandable_segments:False
+ *     (PyTorch's default) changes nothing; backend:native is backend:cuda, and so is
  *     backend:cudaMallocAsync, with a message (bfc is the allocator once it
  *     is loaded, not CUDA's pool).
  *     memory_limit and memory_fraction exclude each other. Without either the

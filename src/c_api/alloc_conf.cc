@@ -28,8 +28,9 @@ constexpr const char* kOwnKeys[] = {"backend", "memory_limit",
                                     "memory_fraction", "preset"};
 
 // PyTorch's PYTORCH_CUDA_ALLOC_CONF keys, which a PyTorch user types here
-// out of habit. None has a bfc option of the same meaning (yet), so each is
-// ignored with what to use instead, rather than "unknown key".
+// out of habit, that have no bfc option of the same meaning: each is ignored
+// with what to use instead, rather than "unknown key". (max_split_size_mb and
+// garbage_collection_threshold do have one: PyTorchAlias.)
 struct PyTorchKey {
   const char* key;
   const char* instead;
@@ -39,17 +40,6 @@ constexpr PyTorchKey kPyTorchKeys[] = {
      "bfc has no expandable (VMM) backend yet; for a pool close to what is "
      "live use preset:low_footprint (exact regions, free regions given back "
      "before growing); False is accepted"},
-    {"max_split_size_mb",
-     "PyTorch's never-split-above size has no bfc equivalent; bfc splits as "
-     "TF does, with its internal-fragmentation cap set by "
-     "fragmentation_fraction (a fraction of the memory limit); "
-     "huge_allocation_bytes gives requests above a size regions of their "
-     "own"},
-    {"garbage_collection_threshold",
-     "bfc has no usage threshold; use release_before_extend:true (part of "
-     "preset:low_footprint) to give fully free regions back before the pool "
-     "grows, or garbage_collection:true to do so only when an allocation "
-     "would otherwise fail"},
     {"roundup_power2_divisions",
      "bfc rounds requests as TF does (256-byte units, bins by powers of "
      "two); there is no rounding option"},
@@ -63,6 +53,26 @@ constexpr PyTorchKey kPyTorchKeys[] = {
      "bfc holds its lock across the backend's allocation call, as TF "
      "does; there is no option to release it"},
 };
+
+// PyTorch keys that set a bfc option, and the option they set.
+struct PyTorchAlias {
+  const char* key;
+  const char* option;
+};
+constexpr PyTorchAlias kPyTorchAliases[] = {
+    // MiB, as PyTorch reads it; above 20 (its large-buffer size), as
+    // PyTorch requires.
+    {"max_split_size_mb", "max_split_bytes"},
+    // A fraction in (0, 1), as PyTorch requires.
+    {"garbage_collection_threshold", "pool_release_threshold"},
+};
+
+const PyTorchAlias* FindPyTorchAlias(absl::string_view key) {
+  for (const PyTorchAlias& a : kPyTorchAliases) {
+    if (key == a.key || key == a.option) return &a;
+  }
+  return nullptr;
+}
 
 const PyTorchKey* FindPyTorchKey(absl::string_view key) {
   for (const PyTorchKey& pt : kPyTorchKeys) {
@@ -194,6 +204,13 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: key %s is given more than once", kAllocConfEnvVar, key));
       }
+      // PyTorch's spelling and bfc's set the same option.
+      if (const PyTorchAlias* a = FindPyTorchAlias(key);
+          a != nullptr && (s == a->key || s == a->option)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: %s and %s set the same option (give one of them)",
+            kAllocConfEnvVar, a->key, a->option));
+      }
     }
     seen.push_back(key);
     if (key != "preset") conf.keys.push_back(key);
@@ -242,6 +259,25 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       if (!SetAllocatorOption(conf.options, key, value).ok()) {
         return BadValue(key, value, OptionKindGrammar(field->kind));
       }
+    } else if (key == "max_split_size_mb") {
+      uint64_t mb = 0;
+      if (!absl::SimpleAtoi(value, &mb) || mb <= 20 ||
+          mb > (uint64_t{1} << 40)) {
+        return BadValue(key, value,
+                        "an integer number of MiB above 20 (PyTorch's rule); "
+                        "sets max_split_bytes");
+      }
+      conf.options.max_split_bytes = mb << 20;
+      conf.keys.back() = "max_split_bytes";
+    } else if (key == "garbage_collection_threshold") {
+      double d = 0;
+      if (!absl::SimpleAtod(value, &d) || !(d > 0 && d < 1)) {
+        return BadValue(key, value,
+                        "a number in (0, 1) (PyTorch's rule); sets "
+                        "pool_release_threshold");
+      }
+      conf.options.pool_release_threshold = d;
+      conf.keys.back() = "pool_release_threshold";
     } else if (const PyTorchKey* pt = FindPyTorchKey(key)) {
       // PyTorch's default, which changes nothing.
       if (key == "expandable_segments" &&

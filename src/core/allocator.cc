@@ -101,6 +101,17 @@ bool SupportsCoalescingNoThrow(const SubAllocator* sub,
   return result;
 }
 
+// pool_release_threshold x limit, saturating; SIZE_MAX when off (or NaN,
+// which ValidateAllocatorOptions refuses before an allocator is built).
+size_t PoolReleaseTarget(double fraction, size_t limit) {
+  if (!(fraction > 0.0)) return std::numeric_limits<size_t>::max();
+  const long double target = static_cast<long double>(fraction) * limit;
+  if (target >= static_cast<long double>(std::numeric_limits<size_t>::max())) {
+    return std::numeric_limits<size_t>::max();
+  }
+  return static_cast<size_t>(target);
+}
+
 }  // namespace
 
 Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
@@ -127,7 +138,17 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
                                ? 0
                                : RoundedBytes(std::min<uint64_t>(
                                      options.min_split_remainder_bytes,
-                                     internal::kMaxRoundableBytes))) {
+                                     internal::kMaxRoundableBytes))),
+      max_split_(
+          options.max_split_bytes == 0
+              ? 0
+              : RoundedBytes(std::min<uint64_t>(options.max_split_bytes,
+                                                internal::kMaxRoundableBytes))),
+      oversize_filter_(max_split_ != 0 && !coalesce_regions_),
+      stamp_free_regions_(options.release_before_extend ||
+                          options.pool_release_threshold > 0),
+      pool_release_target_(
+          PoolReleaseTarget(options.pool_release_threshold, total_memory)) {
   internal::MutexLock lock(&mutex_);
   // Without growth the first Extend takes the whole limit; nothing is taken
   // here, so constructing an allocator is free.
@@ -449,28 +470,58 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     return AllocateChunk(d, alignment, rounded, num_bytes, /*may_split=*/false);
   }
   ChunkHandle h = FindChunk(alignment, rounded);
-  // Memory nobody uses goes back before more is taken: the pool then holds
-  // what is live plus what the new region adds.
-  if (h == kInvalidChunkHandle && opts_.release_before_extend) {
-    (void)ReleaseFreeRegionsLocked();
-  }
-  if (h == kInvalidChunkHandle && Extend(alignment, rounded)) {
-    h = FindChunk(alignment, rounded);
-  }
-  // Last resort before failing: give fully-free regions back so the
-  // sub-allocator can hand out one larger region.
-  if (h == kInvalidChunkHandle && DeallocateFreeRegions(rounded) &&
-      Extend(alignment, rounded)) {
-    h = FindChunk(alignment, rounded);
+  if (h == kInvalidChunkHandle) {
+    // Memory nobody uses goes back before more is taken: the pool then
+    // holds what is live plus what the new region adds.
+    // Memory nobody uses goes back before more is taken, least recently
+    // freed first: release_before_extend until the pool, grown, is no
+    // larger than its peak so far (all of it while the pool is at its peak;
+    // a steady state that stays below keeps its regions, so no
+    // sub-allocator calls); pool_release_threshold until it is within that
+    // fraction of the limit.
+    size_t target = pool_release_target_;
+    if (opts_.release_before_extend) {
+      target = std::min(target, static_cast<size_t>(*stats_.peak_pool_bytes));
+    }
+    if (target != std::numeric_limits<size_t>::max()) {
+      ReleaseFreeRegionsAbove(rounded, target);
+    }
+    // A chunk of any size may serve the request once the pool has grown for
+    // it: a new region larger than max_split_bytes is the request's own.
+    if (opts_.extend_by_missing_tail && coalesce_regions_ &&
+        opts_.allow_growth) {
+      // Memory appended to the highest region joins its free tail: ask only
+      // for what the tail lacks. The sub-allocator may put it elsewhere;
+      // then the full request is asked for next.
+      const size_t tail = alignment > kMinAllocationSize ? 0 : FreeTailBytes();
+      if (tail > 0 && tail < rounded &&
+          Extend(kMinAllocationSize, rounded - tail)) {
+        h = FindChunk(alignment, rounded, /*any_size=*/true);
+      }
+    }
+    if (h == kInvalidChunkHandle && Extend(alignment, rounded)) {
+      h = FindChunk(alignment, rounded, /*any_size=*/true);
+    }
+    // Last resort before failing: give fully-free regions back so the
+    // sub-allocator can hand out one larger region.
+    if (h == kInvalidChunkHandle && DeallocateFreeRegions(rounded) &&
+        Extend(alignment, rounded)) {
+      h = FindChunk(alignment, rounded, /*any_size=*/true);
+    }
   }
   if (h == kInvalidChunkHandle) return nullptr;
   return AllocateChunk(h, alignment, rounded, num_bytes);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
-    size_t alignment, size_t rounded_bytes) {
+    size_t alignment, size_t rounded_bytes, bool any_size) {
   const BinNum bin_num = BinNumForSize(rounded_bytes);
   const bool over_aligned = alignment > kMinAllocationSize;
+  // With max_split_bytes, chunks at or above `below` are not for this
+  // request (SIZE_MAX: every chunk is).
+  const size_t below = ABSL_PREDICT_FALSE(oversize_filter_) && !any_size
+                           ? MaxFitFor(rounded_bytes)
+                           : std::numeric_limits<size_t>::max();
   uint32_t candidates = non_empty_bins_ & (~uint32_t{0} << bin_num);
   while (candidates != 0) {
     const BinNum b = __builtin_ctz(candidates);
@@ -478,13 +529,21 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
     internal::Bin::Entry entry;
     bool found;
     if (!over_aligned) {
-      found = bins_[b].TakeBestFit(rounded_bytes, &entry);
+      if (ABSL_PREDICT_TRUE(below == std::numeric_limits<size_t>::max())) {
+        found = bins_[b].TakeBestFit(rounded_bytes, &entry);
+      } else {
+        // Bins hold ascending sizes: from a bin whose smallest size is too
+        // large, no later bin can serve either.
+        if (internal::BinNumToSize(b) >= below) break;
+        found = bins_[b].TakeBestFitBelow(rounded_bytes, below, &entry);
+      }
     } else {
       found = bins_[b].TakeFirst(
           rounded_bytes,
           [&](const internal::Bin::Entry& e) {
             const uintptr_t pad = AlignUp(e.addr, alignment) - e.addr;
-            return e.size >= pad && e.size - pad >= rounded_bytes;
+            return e.size < below && e.size >= pad &&
+                   e.size - pad >= rounded_bytes;
           },
           &entry);
     }
@@ -524,10 +583,15 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
   BFC_DCHECK_GE(chunk_size, rounded_bytes);
   const size_t rest = chunk_size - rounded_bytes;
   if (may_split && rest > 0 &&
-      (min_split_remainder_ != 0 ? rest >= min_split_remainder_
-                                 : chunk_size >= rounded_bytes * 2 ||
-                                       static_cast<int64_t>(rest) >=
-                                           max_internal_fragmentation_bytes_)) {
+      (ABSL_PREDICT_FALSE(max_split_ != 0 && rounded_bytes >= max_split_)
+           // PyTorch's max_split_size: a large request keeps what it took
+           // unless a whole large buffer would be left over.
+           ? rest >= kMaxUnsplitWaste
+           : min_split_remainder_ != 0
+                 ? rest >= min_split_remainder_
+                 : chunk_size >= rounded_bytes * 2 ||
+                       static_cast<int64_t>(rest) >=
+                           max_internal_fragmentation_bytes_)) {
     InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
   }
   Chunk& c = chunks_[h];
@@ -589,6 +653,12 @@ size_t Allocator::GrowthStep(size_t needed, size_t available, bool* increased) {
       bytes = std::max<size_t>(
           bytes, AlignUp(opts_.min_growth_step_bytes, kMinAllocationSize));
     }
+  }
+  // A region grown for a request below max_split_bytes stays below it too
+  // (PyTorch's segments for such requests are never oversize): otherwise
+  // its rest would be closed to the requests it was grown for.
+  if (oversize_filter_ && needed < max_split_ && bytes >= max_split_) {
+    bytes = std::max(needed, max_split_ - kMinAllocationSize);
   }
   return std::min(bytes, available);
 }
@@ -753,7 +823,12 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
                   AddressOf(mem), usable, 0, -1);
     }
   }
-  InsertFreeChunkIntoBin(TryToCoalesce(h));
+  const ChunkHandle merged = TryToCoalesce(h);
+  InsertFreeChunkIntoBin(merged);
+  if (stamp_free_regions_ && chunks_[merged].prev == kInvalidChunkHandle &&
+      chunks_[merged].next == kInvalidChunkHandle) {
+    StampFreeRegion(merged);
+  }
   WakeWaiters();  // the new region may have room for waiters too
   MaybeValidate("Extend");
   return true;
@@ -828,6 +903,51 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
   if (!to_release.empty()) WakeWaiters();
   MaybeValidate("ReleaseFreeRegions");
   return released;
+}
+
+void Allocator::StampFreeRegion(ChunkHandle h) {
+  internal::AllocationRegion* r =
+      region_manager_.MutableRegionFor(chunks_[h].ptr);
+  if (r != nullptr) r->set_free_since(++free_region_clock_);
+}
+
+void Allocator::ReleaseFreeRegionsAbove(size_t needed, size_t target) {
+  auto within = [&] {
+    return needed <= target && total_region_allocated_bytes_ <= target - needed;
+  };
+  if (within()) return;
+  // Fully-free pooled regions, least recently freed first (PyTorch's
+  // garbage_collection_threshold frees the blocks unused the longest).
+  std::vector<internal::AllocationRegion> candidates;
+  for (const internal::AllocationRegion& r : region_manager_.regions()) {
+    if (r.dedicated()) continue;
+    const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
+    if (!c.in_use() && c.size == r.memory_size()) candidates.push_back(r);
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const internal::AllocationRegion& a,
+               const internal::AllocationRegion& b) {
+              return a.free_since() < b.free_since();
+            });
+  bool released = false;
+  for (const internal::AllocationRegion& r : candidates) {
+    if (within()) break;
+    (void)ReleaseRegionLocked(r, /*binned=*/true);
+    released = true;
+  }
+  // The limit has room again: waiters may now Extend.
+  if (released) WakeWaiters();
+  MaybeValidate("ReleaseFreeRegionsAbove");
+}
+
+size_t Allocator::FreeTailBytes() const {
+  const std::vector<internal::AllocationRegion>& regions =
+      region_manager_.regions();
+  if (regions.empty() || regions.back().dedicated()) return 0;
+  // Regions are in address order; walk the last one's chunks to its end.
+  ChunkHandle h = region_manager_.get_handle(regions.back().ptr());
+  while (chunks_[h].next != kInvalidChunkHandle) h = chunks_[h].next;
+  return chunks_[h].in_use() ? 0 : chunks_[h].size;
 }
 
 std::string Allocator::OomMessage(size_t num_bytes, size_t rounded,
@@ -918,7 +1038,13 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(ChunkHandle h) {
       return;
     }
   }
-  InsertFreeChunkIntoBin(TryToCoalesce(h));
+  const ChunkHandle merged = TryToCoalesce(h);
+  InsertFreeChunkIntoBin(merged);
+  if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
+      chunks_[merged].prev == kInvalidChunkHandle &&
+      chunks_[merged].next == kInvalidChunkHandle) {
+    StampFreeRegion(merged);
+  }
   WakeWaiters();
   MaybeValidate("Deallocate");
 }

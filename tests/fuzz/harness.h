@@ -18,7 +18,9 @@
 //           release_before_extend, bit 3 min_split_remainder_bytes 256, bit 4
 //           huge_allocation_bytes 1 MiB; mode 2 adds a 1 MiB growth floor,
 //           mode 3 a 64 KiB initial region
-//   byte 2  fragmentation_fraction (0: default; else byte/255)
+//   byte 2  fragmentation_fraction (0: default; else byte/255); in modes
+//           1-3 its bits 0-2 also set max_split_bytes 512 KiB,
+//           pool_release_threshold 0.5 and extend_by_missing_tail
 //   then operations, one opcode byte each followed by its arguments.
 //
 // After every operation the harness checks Validate() and a shadow model:
@@ -158,6 +160,9 @@ class Harness {
       o.huge_allocation_bytes = (which & 16) ? 1 << 20 : 0;
       if (mode == 2) o.min_growth_step_bytes = 1 << 20;
       if (mode == 3) o.initial_region_bytes = 64 << 10;
+      o.max_split_bytes = (frag & 1) ? 512 << 10 : 0;
+      o.pool_release_threshold = (frag & 2) ? 0.5 : 0.0;
+      o.extend_by_missing_tail = frag & 4;
     }
     switch (mode) {
       case 4:
@@ -188,13 +193,14 @@ class Harness {
     config_ = absl::StrFormat(
         "limit %d growth %d gc %d coalescing %d retry %d gap %d faults %d/%d "
         "frag %d policy %s cap %d floor %d initial %d release %d split %d "
-        "huge %d",
+        "huge %d max_split %d release_threshold %g tail %d",
         limit_, o.allow_growth, o.garbage_collection, f.supports_coalescing,
         o.allow_retry_on_failure, f.gap_bytes, mode, which, frag,
         GrowthPolicyName(o.growth_policy), o.max_growth_step_bytes,
         o.min_growth_step_bytes, o.initial_region_bytes,
         o.release_before_extend, o.min_split_remainder_bytes,
-        o.huge_allocation_bytes);
+        o.huge_allocation_bytes, o.max_split_bytes, o.pool_release_threshold,
+        o.extend_by_missing_tail);
     gc_ = o.garbage_collection;
     journal_ = std::make_shared<testing::SubAllocatorJournal>();
     auto sub = std::make_unique<testing::FakeSubAllocator>(f, journal_);

@@ -208,6 +208,15 @@ class Bin {
     SmallErase(pos);
     return true;
   }
+  // TakeBestFit, but only when the best fit is smaller than `below`; false
+  // (nothing taken) otherwise. Entries are ordered by size, so a best fit at
+  // or above `below` means every entry here that fits is too large.
+  [[nodiscard]] bool TakeBestFitBelow(size_t min_size, size_t below,
+                                      Entry* out) {
+    const Entry* best = FindFirst(min_size, [](const Entry&) { return true; });
+    if (best == nullptr || best->size >= below) return false;
+    return TakeBestFit(min_size, out);
+  }
   // Removes and returns the entry FindFirst(min_size, accept) picks.
   template <typename Pred>
   [[nodiscard]] bool TakeFirst(size_t min_size, Pred accept, Entry* out) {
