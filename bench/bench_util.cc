@@ -22,9 +22,15 @@ size_t HeapBytes() {
   return mi.uordblks + mi.hblkhd;
 }
 
-std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset) {
+std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset,
+                                         bool address_only) {
   Allocator::Options options;
   if (!ApplyAllocatorPreset(options, preset).ok()) std::abort();
+  if (address_only) {
+    return std::make_unique<Allocator>(
+        std::make_unique<AddressOnlySubAllocator>(kMinAllocationSize), limit,
+        "bench", options);
+  }
   VirtualSubAllocator::Options no_merge;
   no_merge.supports_coalescing = false;
   no_merge.gap_bytes = kMinAllocationSize;

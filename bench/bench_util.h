@@ -29,6 +29,7 @@
 
 #include "bfc/allocator.h"
 #include "bfc/replay/trace.h"
+#include "bfc/sub_allocator.h"
 #include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
 
@@ -42,9 +43,39 @@ size_t HeapBytes();
 // A bfc::Allocator over a VirtualSubAllocator of `limit` bytes (x2 address
 // space). Growth on unless `growth` is false (then one region of `limit`).
 std::unique_ptr<Allocator> MakeBfc(size_t limit, bool growth = true);
+// Addresses only: never-touched ranges from a bump pointer, nothing mapped
+// and no bookkeeping, so a pool over it costs only the allocator's own work
+// (valgrind also cannot reserve the address space VirtualSubAllocator
+// takes). Contiguous and coalescable like the virtual sub-allocator's
+// reservation unless `gap` is given. Free gives nothing back.
+class AddressOnlySubAllocator : public SubAllocator {
+ public:
+  // `gap`: leave this many bytes after every block and say regions do not
+  // coalesce, as cudaMalloc's (the sim-cudamalloc backend's stand-in).
+  explicit AddressOnlySubAllocator(size_t gap = 0)
+      : SubAllocator({}, {}), gap_(gap) {}
+  void* Alloc(size_t alignment, size_t num_bytes,
+              size_t* bytes_received) override {
+    next_ = (next_ + alignment - 1) & ~(uintptr_t{alignment} - 1);
+    void* p = reinterpret_cast<void*>(next_);
+    next_ += num_bytes + gap_;
+    *bytes_received = num_bytes;
+    return p;
+  }
+  void Free(void*, size_t) override {}
+  bool SupportsCoalescing() const override { return gap_ == 0; }
+
+ private:
+  const size_t gap_;
+  uintptr_t next_ = uintptr_t{1} << 44;
+};
+
 // An allocator with preset `preset` (allocator_options.h) over regions that
-// never merge, as cudaMalloc's (bfc-replay's sim-cudamalloc backend).
-std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset);
+// never merge, as cudaMalloc's: over a VirtualSubAllocator with a gap after
+// every block (bfc-replay's sim-cudamalloc backend), or with `address_only`
+// over AddressOnlySubAllocator, which times the allocator's work alone.
+std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset,
+                                         bool address_only = false);
 
 // `n` sizes log-uniform in [lo, hi].
 std::vector<size_t> LogUniformSizes(size_t n, size_t lo, size_t hi,

@@ -9,7 +9,8 @@
 // only the calls inside Measure() are counted (--toggle-collect).
 //
 //   bfc_instruction_count WORKLOAD [PASSES]
-//   WORKLOAD: pair256 | random10k | random100k | trace:NAME
+//   WORKLOAD: pair256 | random10k | random100k | trace:NAME |
+//             cold:NAME:PRESET | warm:NAME:PRESET (BM_Trace's *_sim pools)
 //
 // Prints "ops N" (allocate and free calls inside Measure) on stdout.
 //
@@ -19,35 +20,16 @@
 // allocation into the OOM retry wait.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
+#include "bfc/allocator_options.h"
 #include "bfc/sub_allocator.h"
 
 namespace bfc::bench {
 namespace {
-
-// Contiguous, never-touched address ranges: coalescable like the virtual
-// sub-allocator's reservation. Free gives nothing back (the allocator frees
-// regions only when it is destroyed or memory runs out).
-class AddressOnlySubAllocator : public SubAllocator {
- public:
-  AddressOnlySubAllocator() : SubAllocator({}, {}) {}
-  void* Alloc(size_t alignment, size_t num_bytes,
-              size_t* bytes_received) override {
-    next_ = (next_ + alignment - 1) & ~(uintptr_t{alignment} - 1);
-    void* p = reinterpret_cast<void*>(next_);
-    next_ += num_bytes;
-    *bytes_received = num_bytes;
-    return p;
-  }
-  void Free(void*, size_t) override {}
-  bool SupportsCoalescing() const override { return true; }
-
- private:
-  uintptr_t next_ = uintptr_t{1} << 44;
-};
 
 std::unique_ptr<Allocator> MakePool(size_t limit) {
   Allocator::Options options;
@@ -110,6 +92,42 @@ size_t RunTrace(const PhasedTrace& t, size_t passes) {
   return passes * t.iterations.ops.size();
 }
 
+// BM_Trace/NAME/{cold,warm}_PRESET_sim: a whole replay from an empty pool,
+// or passes over the iteration phases of a warmed one.
+size_t RunPresetTrace(const PhasedTrace& t, const std::string& preset,
+                      bool cold, size_t passes) {
+  std::vector<void*> setup(t.all.num_slots, nullptr);
+  std::vector<void*> slots(t.all.num_slots, nullptr);
+  if (cold) {
+    size_t ops = 0;
+    for (size_t i = 0; i < passes; ++i) {
+      std::unique_ptr<Allocator> a =
+          MakeBfcPreset(64 * kGiB, preset.c_str(), /*address_only=*/true);
+      BfcPool pool{a.get()};
+      Measure([&] { ReplayOps(t.all, pool, slots.data()); });
+      for (void*& p : slots) {
+        if (p != nullptr) pool.Free(p, 0);
+        p = nullptr;
+      }
+      ops += t.all.ops.size();
+    }
+    return ops;
+  }
+  std::unique_ptr<Allocator> a =
+      MakeBfcPreset(64 * kGiB, preset.c_str(), /*address_only=*/true);
+  BfcPool pool{a.get()};
+  ReplayOps(t.prefix, pool, setup.data());
+  ReplayOps(t.iterations, pool, slots.data());  // warm-up pass
+  Measure([&] {
+    for (size_t i = 0; i < passes; ++i)
+      ReplayOps(t.iterations, pool, slots.data());
+  });
+  for (void* p : setup) {
+    if (p != nullptr) pool.Free(p, 0);
+  }
+  return passes * t.iterations.ops.size();
+}
+
 }  // namespace
 }  // namespace bfc::bench
 
@@ -118,8 +136,8 @@ int main(int argc, char** argv) {
   using bfc::kMiB;
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: %s pair256|random10k|random100k|trace:NAME "
-                 "[PASSES]\n",
+                 "usage: %s pair256|random10k|random100k|trace:NAME|"
+                 "cold:NAME:PRESET|warm:NAME:PRESET [PASSES]\n",
                  argv[0]);
     return 2;
   }
@@ -140,6 +158,26 @@ int main(int argc, char** argv) {
     }
     if (ops == 0) {
       std::fprintf(stderr, "no trace named %s\n", w.c_str() + 6);
+      return 2;
+    }
+  } else if (w.rfind("cold:", 0) == 0 || w.rfind("warm:", 0) == 0) {
+    // cold:NAME:PRESET or warm:NAME:PRESET
+    const size_t colon = w.find(':', 5);
+    const std::string name = w.substr(5, colon - 5);
+    const std::string preset =
+        colon == std::string::npos ? "tf" : w.substr(colon + 1);
+    bfc::AllocatorOptions check;
+    if (!bfc::ApplyAllocatorPreset(check, preset).ok()) {
+      std::fprintf(stderr, "no preset named %s\n", preset.c_str());
+      return 2;
+    }
+    const std::vector<PhasedTrace> traces =
+        LoadTraces(BFC_BENCH_TRACE_DIR, BFC_BENCH_PHASE_DIR);
+    for (const PhasedTrace& t : traces) {
+      if (t.name == name) ops = RunPresetTrace(t, preset, w[0] == 'c', passes);
+    }
+    if (ops == 0) {
+      std::fprintf(stderr, "no trace named %s\n", name.c_str());
       return 2;
     }
   } else {

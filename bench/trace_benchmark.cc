@@ -12,13 +12,16 @@
 //                            passes over the iteration phases
 //   BM_Trace/NAME/glibc_warm, no_pool_warm, cudaMalloc_warm,
 //   cudaMallocAsync_warm     the same warm passes on the baselines
-//   BM_Trace/NAME/{cold,warm}_{tf,low_footprint}_sim
+//   BM_Trace/NAME/{cold,warm}_{tf,low_footprint}_{sim,addr}
 //                            bfc with each preset over regions that never
 //                            merge (as cudaMalloc's): the speed of the
 //                            presets compared in one run, with their
 //                            footprint and sub-allocator calls (cold: the
 //                            whole trace; warm: per pass over the iteration
-//                            phases, "sub_calls/pass")
+//                            phases, "sub_calls/pass"). _sim: over the
+//                            simulated cudaMalloc, whose own bookkeeping is
+//                            timed too; _addr: over bare addresses, the
+//                            allocator's work alone
 //
 // Ops are pre-parsed; pointers are dense slot indices (no hashing in the
 // loop).
@@ -95,12 +98,13 @@ int64_t SubAllocatorCalls(const Allocator& a) {
 }
 
 void BM_TracePresetCold(benchmark::State& state, const PhasedTrace* t,
-                        const char* preset) {
+                        const char* preset, bool address_only) {
   std::vector<void*> slots(t->all.num_slots, nullptr);
   int64_t peak_pool = 0, calls = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    std::unique_ptr<Allocator> a = MakeBfcPreset(kTraceLimit, preset);
+    std::unique_ptr<Allocator> a =
+        MakeBfcPreset(kTraceLimit, preset, address_only);
     BfcPool pool{a.get()};
     state.ResumeTiming();
     ReplayOps(t->all, pool, slots.data());
@@ -121,10 +125,11 @@ void BM_TracePresetCold(benchmark::State& state, const PhasedTrace* t,
 }
 
 void BM_TracePresetWarm(benchmark::State& state, const PhasedTrace* t,
-                        const char* preset) {
+                        const char* preset, bool address_only) {
   std::vector<void*> setup_slots(t->all.num_slots, nullptr);
   std::vector<void*> slots(t->all.num_slots, nullptr);
-  std::unique_ptr<Allocator> a = MakeBfcPreset(kTraceLimit, preset);
+  std::unique_ptr<Allocator> a =
+      MakeBfcPreset(kTraceLimit, preset, address_only);
   BfcPool pool{a.get()};
   ReplayOps(t->prefix, pool, setup_slots.data());
   ReplayOps(t->iterations, pool, slots.data());  // warm-up pass
@@ -163,11 +168,19 @@ void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
                                  BM_TraceWarm<Kind::kCuda>, &t);
     benchmark::RegisterBenchmark((base + "cudaMallocAsync_warm").c_str(),
                                  BM_TraceWarm<Kind::kCudaAsync>, &t);
+    // _sim: over the simulated cudaMalloc (its bookkeeping is timed too, a
+    // small stand-in for a real cudaMalloc's cost); _addr: over addresses
+    // only, the allocator's own work.
     for (const char* preset : {"tf", "low_footprint"}) {
-      benchmark::RegisterBenchmark((base + "cold_" + preset + "_sim").c_str(),
-                                   BM_TracePresetCold, &t, preset);
-      benchmark::RegisterBenchmark((base + "warm_" + preset + "_sim").c_str(),
-                                   BM_TracePresetWarm, &t, preset);
+      for (const auto& [suffix, address_only] :
+           {std::pair<const char*, bool>{"_sim", false}, {"_addr", true}}) {
+        benchmark::RegisterBenchmark((base + "cold_" + preset + suffix).c_str(),
+                                     BM_TracePresetCold, &t, preset,
+                                     address_only);
+        benchmark::RegisterBenchmark((base + "warm_" + preset + suffix).c_str(),
+                                     BM_TracePresetWarm, &t, preset,
+                                     address_only);
+      }
     }
   }
 }

@@ -71,11 +71,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -300,9 +302,13 @@ class Allocator {
   // (target: that fraction of the limit).
   void ReleaseFreeRegionsAbove(size_t needed, size_t target)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Marks the region holding chunk `h` (which spans it) as freed now, for
-  // ReleaseFreeRegionsAbove's least-recently-freed order.
+  // Marks chunk `h`, which spans a fully free pooled region, as freed now,
+  // for ReleaseFreeRegionsAbove's least-recently-freed order.
   void StampFreeRegion(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // True when chunk `h` still spans a fully free region and was last
+  // stamped at `tick`.
+  bool IsStampedFreeRegion(uint64_t tick, ChunkHandle h) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // With extend_by_missing_tail over a coalescing sub-allocator: the bytes
   // free at the end of the highest region (what memory appended there would
   // join), else 0.
@@ -449,7 +455,8 @@ class Allocator {
   // Requests of at least this many (rounded) bytes take the dedicated path;
   // SIZE_MAX when huge_allocation_bytes is 0.
   const size_t huge_threshold_;
-  // Split when the rest is at least this; 0: TF's rule.
+  // Split also when the rest is at least this (TF's rule always applies);
+  // SIZE_MAX when min_split_remainder_bytes is 0.
   const size_t min_split_remainder_;
   // max_split_bytes rounded; 0: off. Chunks this large serve only requests
   // this large, which never split them unless kMaxUnsplitWaste would be left.
@@ -480,6 +487,14 @@ class Allocator {
   size_t curr_region_allocation_bytes_ ABSL_GUARDED_BY(mutex_);
   // Ticks for pool_release_threshold's order of fully-free regions.
   uint64_t free_region_clock_ ABSL_GUARDED_BY(mutex_) = 0;
+  // (tick, chunk) of every stamp, oldest first: the fully free regions (by
+  // the one chunk spanning each) ReleaseFreeRegionsAbove may give back, in
+  // its order. Entries whose chunk was used, merged, released or stamped
+  // again since are stale and dropped when met.
+  std::deque<std::pair<uint64_t, ChunkHandle>> free_region_order_
+      ABSL_GUARDED_BY(mutex_);
+  // By chunk handle: the tick of the chunk's latest stamp.
+  std::vector<uint64_t> free_ticks_ ABSL_GUARDED_BY(mutex_);
   size_t total_region_allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   internal::ChunkTable chunks_ ABSL_GUARDED_BY(mutex_);
   std::array<internal::Bin, kNumBins> bins_ ABSL_GUARDED_BY(mutex_);

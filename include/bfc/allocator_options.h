@@ -101,8 +101,9 @@ enum class GrowthPolicy {
     "Requests of at least this many bytes get a region of their own, never "  \
     "split or reused, given back on free (0: off; Paddle's HUGE_CHUNK)")      \
   X(uint64_t, min_split_remainder_bytes, 0, kBytes, "",                       \
-    "Split a chunk when the rest is at least this (0: TF's rule: the chunk "  \
-    "is at least twice the request or the rest reaches the split cap)")       \
+    "Also split a chunk when the rest is at least this (TF's rule always "    \
+    "applies: the chunk is at least twice the request or the rest reaches "   \
+    "the split cap; 0: only TF's rule)")                                      \
   X(uint64_t, max_split_bytes, 0, kBytes, "",                                 \
     "PyTorch's max_split_size: requests this large are not split unless "     \
     "20 MiB would be left, and take no chunk 20 MiB larger; smaller ones "    \

@@ -44,7 +44,7 @@
  *       min_growth_step_bytes   bytes, 0: no floor      (default 0)
  *       release_before_extend   true | false            (default false)
  *       huge_allocation_bytes   bytes, 0: off           (default 0)
- *       min_split_remainder_bytes bytes, 0: TF's rule   (default 0)
+ *       min_split_remainder_bytes bytes, 0: TF's rule only (default 0)
  *       max_split_bytes         bytes, 0: off           (default 0)
  *       pool_release_threshold  a fraction of the limit in [0, 1], 0: off
  *                                                       (default 0)

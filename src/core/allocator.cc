@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <exception>
 #include <limits>
 #include <string>
@@ -135,7 +136,7 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
                           ? std::numeric_limits<size_t>::max()
                           : RoundedBytes(options.huge_allocation_bytes)),
       min_split_remainder_(options.min_split_remainder_bytes == 0
-                               ? 0
+                               ? std::numeric_limits<size_t>::max()
                                : RoundedBytes(std::min<uint64_t>(
                                      options.min_split_remainder_bytes,
                                      internal::kMaxRoundableBytes))),
@@ -578,7 +579,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
   }
   // Split when the remainder is worth keeping: TF's rule (the chunk is at
   // least twice the request, or the waste would reach the internal-
-  // fragmentation cap), or a remainder of min_split_remainder_bytes.
+  // fragmentation cap), or a rest of min_split_remainder_bytes.
   const size_t chunk_size = chunks_[h].size;
   BFC_DCHECK_GE(chunk_size, rounded_bytes);
   const size_t rest = chunk_size - rounded_bytes;
@@ -587,11 +588,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
            // PyTorch's max_split_size: a large request keeps what it took
            // unless a whole large buffer would be left over.
            ? rest >= kMaxUnsplitWaste
-           : min_split_remainder_ != 0
-                 ? rest >= min_split_remainder_
-                 : chunk_size >= rounded_bytes * 2 ||
-                       static_cast<int64_t>(rest) >=
-                           max_internal_fragmentation_bytes_)) {
+           : chunk_size >= rounded_bytes * 2 ||
+                 static_cast<int64_t>(rest) >=
+                     max_internal_fragmentation_bytes_ ||
+                 rest >= min_split_remainder_)) {
     InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
   }
   Chunk& c = chunks_[h];
@@ -906,33 +906,48 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
 }
 
 void Allocator::StampFreeRegion(ChunkHandle h) {
-  internal::AllocationRegion* r =
-      region_manager_.MutableRegionFor(chunks_[h].ptr);
-  if (r != nullptr) r->set_free_since(++free_region_clock_);
+  if (h >= free_ticks_.size()) {
+    free_ticks_.resize(std::max<size_t>(h + 1, 2 * free_ticks_.size()));
+  }
+  free_ticks_[h] = ++free_region_clock_;
+  free_region_order_.emplace_back(free_region_clock_, h);
+  // Entries go stale as regions are used again; keep the queue within a
+  // constant factor of the regions (amortized O(1) per stamp: at most one
+  // entry per region is live).
+  if (free_region_order_.size() > 2 * region_manager_.regions().size() + 64) {
+    std::deque<std::pair<uint64_t, ChunkHandle>> live;
+    for (const auto& [tick, handle] : free_region_order_) {
+      if (IsStampedFreeRegion(tick, handle)) live.emplace_back(tick, handle);
+    }
+    free_region_order_.swap(live);
+  }
+}
+
+bool Allocator::IsStampedFreeRegion(uint64_t tick, ChunkHandle h) const {
+  if (h >= free_ticks_.size() || free_ticks_[h] != tick) return false;
+  // A chunk with no neighbours spans its region; a recycled slot has no
+  // memory.
+  const Chunk& c = chunks_[h];
+  return c.ptr != nullptr && !c.in_use() && c.prev == kInvalidChunkHandle &&
+         c.next == kInvalidChunkHandle;
 }
 
 void Allocator::ReleaseFreeRegionsAbove(size_t needed, size_t target) {
   auto within = [&] {
     return needed <= target && total_region_allocated_bytes_ <= target - needed;
   };
-  if (within()) return;
   // Fully-free pooled regions, least recently freed first (PyTorch's
-  // garbage_collection_threshold frees the blocks unused the longest).
-  std::vector<internal::AllocationRegion> candidates;
-  for (const internal::AllocationRegion& r : region_manager_.regions()) {
-    if (r.dedicated()) continue;
-    const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
-    if (!c.in_use() && c.size == r.memory_size()) candidates.push_back(r);
-  }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const internal::AllocationRegion& a,
-               const internal::AllocationRegion& b) {
-              return a.free_since() < b.free_since();
-            });
+  // garbage_collection_threshold frees the blocks unused the longest): the
+  // queue holds every region in the order it last became fully free, so
+  // this costs what it releases plus the stale entries it drops.
   bool released = false;
-  for (const internal::AllocationRegion& r : candidates) {
-    if (within()) break;
-    (void)ReleaseRegionLocked(r, /*binned=*/true);
+  while (!within() && !free_region_order_.empty()) {
+    const auto [tick, h] = free_region_order_.front();
+    free_region_order_.pop_front();
+    if (!IsStampedFreeRegion(tick, h)) continue;
+    const Chunk& c = chunks_[h];
+    (void)ReleaseRegionLocked(internal::AllocationRegion(c.ptr, c.size),
+                              /*binned=*/true);
     released = true;
   }
   // The limit has room again: waiters may now Extend.

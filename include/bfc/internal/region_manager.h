@@ -26,7 +26,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,15 +54,10 @@ class AllocationRegion {
   // neighbour joins it.
   bool dedicated() const { return dedicated_; }
   void set_dedicated() { dedicated_ = true; }
-  // When the region last became fully free, on the allocator's clock (kept
-  // only with pool_release_threshold; 0 otherwise).
-  uint64_t free_since() const { return free_since_; }
-  void set_free_since(uint64_t tick) { free_since_ = tick; }
 
  private:
   void* ptr_;
   size_t memory_size_;
-  uint64_t free_since_ = 0;
   bool dedicated_ = false;
 };
 
@@ -95,9 +89,6 @@ class RegionManager {
 
   // The region containing `p`, or nullptr.
   const AllocationRegion* RegionFor(const void* p) const;
-  AllocationRegion* MutableRegionFor(const void* p) {
-    return const_cast<AllocationRegion*>(std::as_const(*this).RegionFor(p));
-  }
 
   // The handle of the chunk starting exactly at `p`, or kInvalidChunkHandle.
   ChunkHandle get_handle(const void* p) const { return handles_.Find(p); }
