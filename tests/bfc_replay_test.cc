@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -136,7 +137,8 @@ TEST_F(BfcReplayTest, Help) {
   for (const char* flag :
        {"--conf", "--backend", "--summary-json", "--json", "--svg", "--html",
         "--plan", "--quiet", "--verbose", "--skip-unknown-frees", "--growth",
-        "--gc", "BFC_ALLOC_CONF"}) {
+        "--gc", "BFC_ALLOC_CONF", "--phases", "--compare-policies",
+        "--compare-svg"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
   EXPECT_THAT(r.out, HasSubstr("Exit status: 0 ok; 1 bad input"));
@@ -310,12 +312,13 @@ TEST_F(BfcReplayTest, BadConfIsAUsageError) {
   EXPECT_THAT(r.err, HasSubstr("--conf: unknown key \"bogus\""));
   // What the .so says and skips, a replay refuses: its answer would be for
   // other settings than the ones asked about.
-  r = Run("--conf 'max_oom_logz:1,max_split_size_mb:64'");
+  r = Run("--conf 'max_oom_logz:1,roundup_power2_divisions:4'");
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--conf: unknown key \"max_oom_logz\" "
                                "(did you mean max_oom_logs?)"));
-  EXPECT_THAT(r.err, HasSubstr("\n--conf: max_split_size_mb is a PyTorch"));
+  EXPECT_THAT(r.err,
+              HasSubstr("\n--conf: roundup_power2_divisions is a PyTorch"));
   r = Run("", "BFC_ALLOC_CONF='max_oom_logs:lots'");
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.code, 2);
@@ -513,6 +516,209 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+// Three iterations: 1 MiB allocated and freed twice, then 3 MiB, which no
+// region of the first two fits. Phases mark iterations at events 0, 2, 4.
+constexpr char kIterTrace[] =
+    "Thread,Time,Action,Pointer,Size,Stream\n"
+    "1,0,allocate,0x100,1048576,0\n"
+    "1,0,free,0x100,1048576,0\n"
+    "1,0,allocate,0x200,1048576,0\n"
+    "1,0,free,0x200,1048576,0\n"
+    "1,0,allocate,0x300,3145728,0\n"
+    "1,0,free,0x300,3145728,0\n";
+constexpr char kIterPhases[] =
+    "Phase,FirstEvent,Time\n"
+    "iter0,0,0.0\n"
+    "iter1,2,0.5\n"
+    "iter2,4,1.0\n"
+    "end,6,1.5\n";
+
+nlohmann::json ParseJson(const std::string& text) {
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
+// The last iteration's sub-allocator calls, worked out by hand: exact
+// regions (same_as_requested) reuse iteration 0's 1 MiB region in iteration
+// 1 and need one more region (3 MiB) in iteration 2; low_footprint's first
+// region is 2 MiB (its floor), and growing to 3 MiB past the 2 MiB peak
+// first gives that free region back: one alloc, one free, pool peak 3 MiB.
+TEST_F(BfcReplayTest, PhasesGiveTheLastIterationsSubAllocatorCalls) {
+  const std::string trace = Write("iter.csv", kIterTrace);
+  const std::string phases = Write("iter.phases.csv", kIterPhases);
+  struct Case {
+    const char* conf;
+    int allocs, frees;
+    int64_t peak_pool;
+  };
+  for (const Case& c : {Case{"growth_policy:same_as_requested", 1, 0, 4 << 20},
+                        Case{"preset:low_footprint", 1, 1, 3 << 20}}) {
+    SCOPED_TRACE(c.conf);
+    Result r = Run("'" + trace + "' --phases '" + phases +
+                   "' --backend=sim-cudamalloc --conf " + c.conf +
+                   " --quiet --summary-json -");
+    ASSERT_EQ(r.code, 0) << r.err;
+    nlohmann::json j = ParseJson(r.out);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    EXPECT_EQ(j["phases_file"], phases);
+    EXPECT_EQ(j["iterations"], 3);
+    const nlohmann::json& last = j["last_iteration"];
+    EXPECT_EQ(last["phase"], "iter2");
+    EXPECT_EQ(last["events"], 2);
+    EXPECT_EQ(last["sub_allocator_allocs"], c.allocs);
+    EXPECT_EQ(last["sub_allocator_frees"], c.frees);
+    EXPECT_EQ(last["peak_pool_bytes"], c.peak_pool);
+  }
+  // The text summary says the same.
+  Result r = Run("'" + trace + "' --phases '" + phases +
+                 "' --backend=sim-cudamalloc --conf "
+                 "growth_policy:same_as_requested");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("last iteration    iter2: 2 events, "
+                               "sub-allocator 1 allocs / 0 frees"));
+}
+
+// Without --phases, <trace dir>/meta/<name>.phases.csv is used if present.
+TEST_F(BfcReplayTest, PhasesBesideTheTraceAreFound) {
+  const std::string trace = Write("iter.csv", kIterTrace);
+  Result r = Run("'" + trace + "' --quiet --summary-json -");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(ParseJson(r.out).contains("last_iteration"));
+  const std::string meta = dir_ + "/meta";
+  ASSERT_EQ(mkdir(meta.c_str(), 0755), 0);
+  const std::string phases = Write("meta/iter.phases.csv", kIterPhases);
+  r = Run("'" + trace + "' --quiet --summary-json -");
+  std::remove(phases.c_str());
+  rmdir(meta.c_str());
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_EQ(j["phases_file"], phases);
+  EXPECT_EQ(j["last_iteration"]["phase"], "iter2");
+}
+
+TEST_F(BfcReplayTest, BadPhaseFilesAreBadInputNamingTheFileAndLine) {
+  const std::string trace = Write("iter.csv", kIterTrace);
+  struct Case {
+    const char* content;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{"", "no header"},
+           Case{"Name,Start\niter0,0\n", "line 1: expected a header"},
+           Case{"Phase,FirstEvent\niter0\n", "line 2: 1 column"},
+           Case{"Phase,FirstEvent\niter0,x\n", "line 2: FirstEvent 'x'"},
+           Case{"Phase,FirstEvent\niter0,-1\n", "line 2: FirstEvent '-1'"},
+           Case{"Phase,FirstEvent\niter0,7\n", "past the trace's 6 events"},
+           Case{"Phase,FirstEvent\niter0,4\niter1,2\n",
+                "line 3: phase iter1 starts at event 2, before"},
+           Case{"Phase,FirstEvent\n,2\n", "line 2: the phase has no name"},
+           Case{"Phase,FirstEvent\n", "no phase after the header"},
+       }) {
+    SCOPED_TRACE(c.content);
+    const std::string phases = Write("bad.phases.csv", c.content);
+    Result r = Run("'" + trace + "' --phases '" + phases + "' --quiet");
+    ASSERT_TRUE(r.exited);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("phase file " + phases));
+    EXPECT_THAT(r.err, HasSubstr(c.says));
+  }
+  Result r = Run("'" + trace + "' --phases '" + dir_ + "/missing.csv'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("missing.csv"));
+  r = Run("'" + trace + "' --phases '" + dir_ + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("is a directory"));
+}
+
+// One row per policy, then the offline plan and the lower bound; the tf row
+// is what a plain replay over sim-cudamalloc reports.
+TEST_F(BfcReplayTest, ComparePoliciesTabulatesEveryPolicy) {
+  const std::string trace = Write("iter.csv", kIterTrace);
+  const std::string phases = Write("iter.phases.csv", kIterPhases);
+  const std::string svg = File("policies.svg");
+  Result r = Run("--compare-policies '" + trace + "' --phases '" + phases +
+                 "' --summary-json - --compare-svg '" + svg + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json rows = ParseJson(r.out);
+  ASSERT_TRUE(rows.is_array()) << r.out;
+  std::vector<std::string> policies;
+  nlohmann::json tf_row, bound_row;
+  for (const nlohmann::json& row : rows) {
+    EXPECT_EQ(row["trace"], "iter");
+    if (row["kind"] == "policy") {
+      policies.push_back(row["policy"]);
+      for (const char* key :
+           {"conf", "backend", "footprint", "peak_pool_bytes", "failures",
+            "sub_allocator_allocs", "sub_allocator_frees", "ns_per_op",
+            "last_iteration"}) {
+        EXPECT_TRUE(row.contains(key)) << row["policy"] << " " << key;
+      }
+      EXPECT_EQ(row["backend"], "sim-cudamalloc");
+      if (row["policy"] == "tf") tf_row = row;
+    } else if (row["kind"] == "bound") {
+      bound_row = row;
+    }
+  }
+  EXPECT_GE(policies.size(), 8u);
+  EXPECT_EQ(policies[0], "tf");
+  EXPECT_EQ(policies[1], "low_footprint");
+  ASSERT_FALSE(tf_row.is_null());
+  ASSERT_FALSE(bound_row.is_null());
+  EXPECT_EQ(bound_row["footprint"], 1.0);
+  EXPECT_EQ(bound_row["peak_pool_bytes"], 3 << 20);
+  // The table on stderr (the JSON has stdout) names each policy.
+  for (const std::string& p : policies) {
+    EXPECT_THAT(r.err, HasSubstr("| " + p + " |"));
+  }
+  EXPECT_THAT(r.err, HasSubstr("| lower bound |"));
+
+  Result plain =
+      Run("'" + trace + "' --backend=sim-cudamalloc --quiet --summary-json -");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  nlohmann::json p = ParseJson(plain.out);
+  EXPECT_EQ(tf_row["footprint"], p["footprint"]);
+  EXPECT_EQ(tf_row["peak_pool_bytes"], p["peak_pool_bytes"]);
+  EXPECT_EQ(tf_row["sub_allocator_allocs"], p["sub_allocator_allocs"]);
+
+  // One panel per policy, in a well-formed SVG document.
+  const std::string picture = Slurp(svg);
+  EXPECT_TRUE(absl::StartsWith(picture, "<?xml") ||
+              absl::StartsWith(picture, "<svg"))
+      << picture.substr(0, 80);
+  EXPECT_TRUE(
+      absl::EndsWith(absl::StripTrailingAsciiWhitespace(picture), "</svg>"));
+  for (const std::string& policy : policies) {
+    EXPECT_THAT(picture, HasSubstr(policy)) << policy;
+  }
+}
+
+// A trace's name is the file's: markup in it is escaped in the picture.
+TEST_F(BfcReplayTest, ComparePoliciesPictureEscapesTheTraceName) {
+  const std::string trace = Write("a<b&c.csv", kIterTrace);
+  const std::string svg = File("p.svg");
+  Result r = Run("--compare-policies '" + trace + "' --quiet --compare-svg '" +
+                 svg + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string picture = Slurp(svg);
+  EXPECT_THAT(picture, HasSubstr("a&lt;b&amp;c"));
+  EXPECT_THAT(picture, Not(HasSubstr("a<b")));
+}
+
+TEST_F(BfcReplayTest, ComparePoliciesUsageErrors) {
+  const std::string trace = Write("iter.csv", kIterTrace);
+  for (const std::string& args :
+       {"'" + trace + "' --compare-svg '" + dir_ + "/x.svg'",
+        "'" + trace + "' '" + trace + "'",
+        "--compare-policies '" + trace + "' --conf preset:tf",
+        "--compare-policies '" + trace + "' --plan",
+        "--compare-policies '" + trace + "' --growth-policy=fixed_step"}) {
+    SCOPED_TRACE(args);
+    Result r = Run(args);
+    ASSERT_TRUE(r.exited);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_FALSE(r.err.empty());
+  }
+}
+
 TEST_F(BfcReplayTest, CudaBackendWithoutADeviceIsAClearError) {
   Result r = Run("--backend=cuda");
   ASSERT_TRUE(r.exited) << "bfc-replay crashed: " << r.err;
@@ -523,6 +729,426 @@ TEST_F(BfcReplayTest, CudaBackendWithoutADeviceIsAClearError) {
   }
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("no CUDA device"));
+}
+
+// --- --phases, last_iteration, --compare-policies, --compare-svg -----------
+
+// Three iterations of 1 MiB, the last also asking for 3 MiB: under TF's
+// doubling from 2 MiB the last one must grow once (by 4 MiB), and nothing
+// is ever given back.
+constexpr char kGrowTrace[] =
+    "Thread,Time,Action,Pointer,Size,Stream\n"
+    "1,0,allocate,0x100,1048576,0\n"  // 0: iter0
+    "1,0,free,0x100,1048576,0\n"
+    "1,0,allocate,0x200,1048576,0\n"  // 2: iter1
+    "1,0,free,0x200,1048576,0\n"
+    "1,0,allocate,0x300,1048576,0\n"  // 4: iter2
+    "1,0,allocate,0x400,3145728,0\n"
+    "1,0,free,0x400,3145728,0\n"
+    "1,0,free,0x300,1048576,0\n";
+constexpr char kGrowPhases[] =
+    "Phase,FirstEvent,Time\n"
+    "iter0,0,0.0\n"
+    "iter1,2,0.1\n"
+    "iter2,4,0.2\n"
+    "end,8,0.3\n";
+// The same iterations, the last asking for 3 MiB alone: with
+// release_before_extend the free 2 MiB region goes back before the pool
+// grows by 3 MiB.
+constexpr char kReleaseTrace[] =
+    "Thread,Time,Action,Pointer,Size,Stream\n"
+    "1,0,allocate,0x100,1048576,0\n"
+    "1,0,free,0x100,1048576,0\n"
+    "1,0,allocate,0x200,1048576,0\n"
+    "1,0,free,0x200,1048576,0\n"
+    "1,0,allocate,0x400,3145728,0\n"
+    "1,0,free,0x400,3145728,0\n";
+constexpr char kReleasePhases[] =
+    "Phase,FirstEvent,Time\n"
+    "iter0,0,0.0\n"
+    "iter1,2,0.1\n"
+    "iter2,4,0.2\n"
+    "end,6,0.3\n";
+
+// The first `rows` data rows of a trace (with its header).
+std::string TracePrefix(const std::string& trace, int rows) {
+  std::vector<absl::string_view> lines = absl::StrSplit(trace, '\n');
+  std::string out;
+  for (int i = 0; i <= rows && i < static_cast<int>(lines.size()); ++i) {
+    absl::StrAppend(&out, lines[i], "\n");
+  }
+  return out;
+}
+
+class BfcReplayPhasesTest : public BfcReplayTest {
+ protected:
+  void TearDown() override {
+    for (const std::string& f : files_) std::remove(f.c_str());
+    for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
+      rmdir(it->c_str());
+    }
+    BfcReplayTest::TearDown();
+  }
+  // Writes `trace` as NAME.csv and `phases` as meta/NAME.phases.csv beside
+  // it, where bfc-replay looks for them; returns the trace's path.
+  std::string WriteWithPhases(const std::string& name, const std::string& trace,
+                              const std::string& phases) {
+    const std::string meta = dir_ + "/meta";
+    if (std::find(dirs_.begin(), dirs_.end(), meta) == dirs_.end()) {
+      EXPECT_EQ(mkdir(meta.c_str(), 0755), 0);
+      dirs_.push_back(meta);
+    }
+    Write("meta/" + name + ".phases.csv", phases);
+    return Write(name + ".csv", trace);
+  }
+  // Runs with --summary-json - and parses it (a null json on failure).
+  nlohmann::json Summary(const std::string& args) {
+    Result r = Run(args + " --summary-json -");
+    EXPECT_TRUE(r.exited);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+    return nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  }
+
+  std::vector<std::string> dirs_;
+};
+
+TEST_F(BfcReplayPhasesTest, PhasesBesideTheTraceGiveTheLastIteration) {
+  const std::string trace = WriteWithPhases("grow", kGrowTrace, kGrowPhases);
+  const std::string tf = " --backend=sim-cudamalloc --conf preset:tf";
+  nlohmann::json j = Summary("'" + trace + "'" + tf);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["phases_file"], dir_ + "/meta/grow.phases.csv");
+  EXPECT_EQ(j["iterations"], 3);
+  ASSERT_TRUE(j.contains("last_iteration")) << j.dump(2);
+  const nlohmann::json& last = j["last_iteration"];
+  EXPECT_EQ(last["phase"], "iter2");
+  EXPECT_EQ(last["events"], 4);
+  // Worked by hand: a 2 MiB region in iter0 serves 1 MiB in iter0 and iter1;
+  // in iter2 the 3 MiB request does not fit beside the 1 MiB one, so the pool
+  // grows once, by the doubled 4 MiB, to 6 MiB.
+  EXPECT_EQ(last["sub_allocator_allocs"], 1);
+  EXPECT_EQ(last["sub_allocator_frees"], 0);
+  EXPECT_EQ(last["peak_pool_bytes"], 6 << 20);
+  EXPECT_EQ(j["sub_allocator_allocs"], 2);
+
+  // Independently: the whole trace's calls less those of the trace cut
+  // where iter2 begins (no meta file for it, so no phases either).
+  nlohmann::json prefix =
+      Summary("'" + Write("prefix.csv", TracePrefix(kGrowTrace, 4)) + "'" + tf);
+  ASSERT_FALSE(prefix.is_discarded());
+  EXPECT_FALSE(prefix.contains("phases_file"));
+  EXPECT_FALSE(prefix.contains("last_iteration"));
+  EXPECT_EQ(last["sub_allocator_allocs"].get<int64_t>(),
+            j["sub_allocator_allocs"].get<int64_t>() -
+                prefix["sub_allocator_allocs"].get<int64_t>());
+  EXPECT_EQ(last["sub_allocator_frees"].get<int64_t>(),
+            j["sub_allocator_frees"].get<int64_t>() -
+                prefix["sub_allocator_frees"].get<int64_t>());
+  EXPECT_EQ(last["peak_pool_bytes"], j["peak_pool_bytes"]);
+
+  // The text summary says the same.
+  Result r = Run("'" + trace + "'" + tf);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("(3 iterations)"));
+  EXPECT_THAT(r.out, HasSubstr("last iteration    iter2: 4 events, "
+                               "sub-allocator 1 allocs / 0 frees"));
+}
+
+TEST_F(BfcReplayPhasesTest, LastIterationCountsRegionsGivenBack) {
+  const std::string trace =
+      WriteWithPhases("release", kReleaseTrace, kReleasePhases);
+  const std::string low =
+      " --backend=sim-cudamalloc --conf preset:low_footprint";
+  nlohmann::json j = Summary("'" + trace + "'" + low);
+  ASSERT_FALSE(j.is_discarded());
+  const nlohmann::json& last = j["last_iteration"];
+  EXPECT_EQ(last["phase"], "iter2");
+  // The free 2 MiB region goes back, then the pool grows by exactly 3 MiB.
+  EXPECT_EQ(last["sub_allocator_allocs"], 1);
+  EXPECT_EQ(last["sub_allocator_frees"], 1);
+  EXPECT_EQ(last["peak_pool_bytes"], 3 << 20);
+  nlohmann::json prefix = Summary(
+      "'" + Write("prefix.csv", TracePrefix(kReleaseTrace, 4)) + "'" + low);
+  ASSERT_FALSE(prefix.is_discarded());
+  EXPECT_EQ(last["sub_allocator_allocs"].get<int64_t>(),
+            j["sub_allocator_allocs"].get<int64_t>() -
+                prefix["sub_allocator_allocs"].get<int64_t>());
+  EXPECT_EQ(last["sub_allocator_frees"].get<int64_t>(),
+            j["sub_allocator_frees"].get<int64_t>() -
+                prefix["sub_allocator_frees"].get<int64_t>());
+}
+
+TEST_F(BfcReplayPhasesTest, PhasesFlagOverridesTheFileBesideTheTrace) {
+  const std::string trace = WriteWithPhases("grow", kGrowTrace, kGrowPhases);
+  // Two iterations, the second covering iter1 and iter2 of the file beside.
+  const std::string other = Write("two.phases.csv",
+                                  "Phase,FirstEvent,Time\n"
+                                  "iter0,0,0\n"
+                                  "iter1,2,0\n");
+  nlohmann::json j = Summary("'" + trace + "' --phases '" + other +
+                             "' --backend=sim-cudamalloc");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["phases_file"], other);
+  EXPECT_EQ(j["iterations"], 2);
+  EXPECT_EQ(j["last_iteration"]["phase"], "iter1");
+  EXPECT_EQ(j["last_iteration"]["events"], 6);  // to the end of the trace
+  EXPECT_EQ(j["last_iteration"]["sub_allocator_allocs"], 1);
+
+  // Phases with no iteration: the file is named, there is no last one.
+  const std::string none =
+      Write("none.phases.csv", "Phase,FirstEvent\nconstruct,0\nend,8\n");
+  j = Summary("'" + trace + "' --phases '" + none + "'");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["phases_file"], none);
+  EXPECT_EQ(j["iterations"], 0);
+  EXPECT_FALSE(j.contains("last_iteration"));
+
+  // No file beside the trace and no flag: no phase keys at all.
+  j = Summary("'" + Write("small.csv", kSmallTrace) + "'");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_FALSE(j.contains("phases_file"));
+  EXPECT_FALSE(j.contains("iterations"));
+}
+
+struct BadPhases {
+  const char* name;
+  const char* content;
+  const char* message;  // after "phase file PATH"
+};
+
+TEST_F(BfcReplayPhasesTest, BadPhasesFileIsBadInputNamingFileAndLine) {
+  const std::string trace = Write("grow.csv", kGrowTrace);
+  for (const BadPhases& b : {
+           BadPhases{"empty", "", " line 1: no header"},
+           BadPhases{"header_only", "Phase,FirstEvent,Time\n",
+                     " line 1: no phase after the header"},
+           BadPhases{"no_first_event_column", "Phase,Time\niter0,0.0\n",
+                     " line 1: expected a header with the columns Phase and "
+                     "FirstEvent"},
+           BadPhases{"missing_column",
+                     "Phase,FirstEvent,Time\niter0,0,0\niter1\n",
+                     " line 3: 1 column, expected 2 or more"},
+           BadPhases{"non_numeric", "Phase,FirstEvent\niter0,zero\n",
+                     " line 2: FirstEvent 'zero' is not an event index"},
+           BadPhases{"negative", "Phase,FirstEvent\niter0,-1\n",
+                     " line 2: FirstEvent '-1' is not an event index"},
+           BadPhases{"fraction", "Phase,FirstEvent\niter0,1.5\n",
+                     " line 2: FirstEvent '1.5' is not an event index"},
+           BadPhases{"overflow",
+                     "Phase,FirstEvent\niter0,99999999999999999999\n",
+                     " line 2: FirstEvent '99999999999999999999' is not"},
+           BadPhases{"out_of_range", "Phase,FirstEvent\niter0,0\niter1,9\n",
+                     " line 3: phase iter1 starts at event 9, past the "
+                     "trace's 8 events"},
+           BadPhases{"decreasing", "Phase,FirstEvent\niter0,4\niter1,2\n",
+                     " line 3: phase iter1 starts at event 2, before the "
+                     "previous phase (iter0 at 4)"},
+           BadPhases{"no_name", "Phase,FirstEvent\n,2\n",
+                     " line 2: the phase has no name"},
+       }) {
+    SCOPED_TRACE(b.name);
+    const std::string phases =
+        Write(absl::StrCat(b.name, ".phases.csv"), b.content);
+    Result r = Run("'" + trace + "' --phases '" + phases + "'");
+    ASSERT_TRUE(r.exited) << "crashed: " << r.err;
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("phase file " + phases + b.message));
+    EXPECT_EQ(r.out, "");  // refused before the replay
+  }
+  // Missing, and a directory.
+  Result r = Run("'" + trace + "' --phases '" + dir_ + "/nope.csv'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("phase file " + dir_ +
+                               "/nope.csv: cannot be "
+                               "read"));
+  r = Run("'" + trace + "' --phases '" + dir_ + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("phase file " + dir_ + ": is a directory"));
+  // A bad file found beside the trace is an error too, naming it.
+  const std::string beside =
+      WriteWithPhases("bad", kGrowTrace, "Phase,FirstEvent\niter0,x\n");
+  r = Run("'" + beside + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("phase file " + dir_ +
+                               "/meta/bad.phases.csv line 2: FirstEvent 'x'"));
+  r = Run("--compare-policies '" + beside + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr(dir_ + "/meta/bad.phases.csv line 2"));
+}
+
+TEST_F(BfcReplayPhasesTest, ComparePoliciesPrintsOneRowPerPolicy) {
+  const std::string trace = WriteWithPhases("grow", kGrowTrace, kGrowPhases);
+  const std::string rows = File("rows.json");
+  Result r =
+      Run("--compare-policies '" + trace + "' --summary-json '" + rows + "'");
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(Slurp(rows), nullptr, false);
+  ASSERT_TRUE(j.is_array()) << Slurp(rows);
+
+  std::vector<std::string> policies;
+  int plans = 0, bounds = 0;
+  for (const nlohmann::json& row : j) {
+    EXPECT_EQ(row["trace"], "grow");
+    EXPECT_EQ(row["trace_path"], trace);
+    const std::string kind = row["kind"];
+    if (kind == "policy") {
+      for (const char* key : {"policy", "conf", "backend", "footprint",
+                              "peak_pool_bytes", "peak_live_bytes", "failures",
+                              "sub_allocator_allocs", "sub_allocator_frees",
+                              "ns_per_op", "iterations", "last_iteration"}) {
+        EXPECT_TRUE(row.contains(key)) << key << " in " << row.dump();
+      }
+      EXPECT_FALSE(row.contains("error")) << row.dump();
+      EXPECT_EQ(row["backend"], "sim-cudamalloc");
+      EXPECT_EQ(row["failures"], 0);
+      EXPECT_EQ(row["peak_live_bytes"], 4 << 20);
+      EXPECT_EQ(row["iterations"], 3);
+      EXPECT_EQ(row["last_iteration"]["phase"], "iter2");
+      policies.push_back(row["policy"]);
+      // One table row per policy, with its settings.
+      EXPECT_THAT(r.out, HasSubstr(absl::StrCat(
+                             "| ", row["policy"].get<std::string>(), " | `",
+                             row["conf"].get<std::string>(), "` | ")));
+    } else if (kind == "plan") {
+      ++plans;
+      EXPECT_TRUE(row.contains("strategy")) << row.dump();
+      EXPECT_GE(row["footprint"].get<double>(), 1.0);
+    } else {
+      EXPECT_EQ(kind, "bound");
+      ++bounds;
+      EXPECT_EQ(row["footprint"], 1.0);
+      EXPECT_EQ(row["peak_pool_bytes"], 4 << 20);
+    }
+  }
+  EXPECT_EQ(plans, 1);
+  EXPECT_EQ(bounds, 1);
+  ASSERT_GE(policies.size(), 2u);
+  EXPECT_EQ(policies[0], "tf");
+  EXPECT_EQ(policies[1], "low_footprint");
+  std::vector<std::string> unique = policies;
+  std::sort(unique.begin(), unique.end());
+  EXPECT_EQ(std::unique(unique.begin(), unique.end()), unique.end());
+  // The table: a heading naming the phases, then a header, a rule, a row per
+  // policy, the offline plan and the lower bound.
+  EXPECT_THAT(r.out, HasSubstr("grow: 8 events, sim-cudamalloc backend"));
+  EXPECT_THAT(r.out, HasSubstr("last iteration (iter2) allocs / frees"));
+  const size_t table_rows =
+      std::count(r.out.begin(), r.out.end(), '\n') - 2 /*heading, blank*/;
+  EXPECT_EQ(table_rows, 2 + policies.size() + 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("| offline plan | "));
+  EXPECT_THAT(r.out, HasSubstr("| lower bound | peak live bytes | 1.000 | "));
+
+  // The tf row is a plain replay on sim-cudamalloc: the same footprint and
+  // last iteration as a run of its own.
+  nlohmann::json plain = Summary("'" + trace + "' --backend=sim-cudamalloc");
+  ASSERT_FALSE(plain.is_discarded());
+  EXPECT_EQ(j[0]["footprint"], plain["footprint"]);
+  EXPECT_EQ(j[0]["peak_pool_bytes"], plain["peak_pool_bytes"]);
+  EXPECT_EQ(j[0]["sub_allocator_allocs"], plain["sub_allocator_allocs"]);
+  EXPECT_EQ(j[0]["last_iteration"], plain["last_iteration"]);
+  // And low_footprint's is its preset's.
+  nlohmann::json low = Summary("'" + trace +
+                               "' --backend=sim-cudamalloc "
+                               "--conf preset:low_footprint");
+  ASSERT_FALSE(low.is_discarded());
+  EXPECT_EQ(j[1]["footprint"], low["footprint"]);
+  EXPECT_EQ(j[1]["last_iteration"], low["last_iteration"]);
+}
+
+TEST_F(BfcReplayPhasesTest, ComparePoliciesOverSeveralTraces) {
+  const std::string grow = WriteWithPhases("grow", kGrowTrace, kGrowPhases);
+  const std::string small = Write("small.csv", kSmallTrace);
+  Result r =
+      Run("--compare-policies '" + grow + "' '" + small + "' --summary-json -");
+  ASSERT_TRUE(r.exited);
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << r.out;
+  size_t grow_rows = 0, small_rows = 0;
+  for (const nlohmann::json& row : j) {
+    if (row["trace"] == "grow") ++grow_rows;
+    if (row["trace"] == "small") {
+      ++small_rows;
+      // No phases beside small.csv: no iteration keys.
+      EXPECT_FALSE(row.contains("last_iteration"));
+    }
+  }
+  EXPECT_EQ(grow_rows, small_rows);
+  EXPECT_GT(small_rows, 2u);
+  // With the rows on stdout the tables go to stderr, one per trace.
+  EXPECT_THAT(r.err, HasSubstr("grow: 8 events"));
+  EXPECT_THAT(r.err, HasSubstr("small: 6 events"));
+}
+
+TEST_F(BfcReplayPhasesTest, CompareSvgHasOnePanelPerPolicy) {
+  const std::string trace = WriteWithPhases("grow", kGrowTrace, kGrowPhases);
+  const std::string svg = File("panels.svg");
+  Result r = Run("--compare-policies '" + trace + "' --compare-svg '" + svg +
+                 "' --summary-json -");
+  ASSERT_TRUE(r.exited);
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_array());
+  std::vector<std::string> policies;
+  for (const nlohmann::json& row : j) {
+    if (row["kind"] == "policy") policies.push_back(row["policy"]);
+  }
+  const std::string text = Slurp(svg);
+  EXPECT_TRUE(absl::StartsWith(text, "<?xml version=\"1.0\""));
+  EXPECT_TRUE(absl::EndsWith(text, "</svg>\n"));
+  // A <g> per panel, titled with its policy, with two lines: pool and live.
+  size_t groups = 0;
+  for (size_t at = text.find("<g>"); at != std::string::npos;
+       at = text.find("<g>", at + 1)) {
+    ++groups;
+  }
+  EXPECT_EQ(groups, policies.size());
+  for (const std::string& p : policies) {
+    EXPECT_THAT(text, HasSubstr(">" + p + "</text>")) << p;
+  }
+  size_t polylines = 0;
+  for (size_t at = text.find("<polyline"); at != std::string::npos;
+       at = text.find("<polyline", at + 1)) {
+    ++polylines;
+  }
+  EXPECT_EQ(polylines, 2 * policies.size());
+  EXPECT_THAT(text, HasSubstr("grow (8 events)"));
+}
+
+TEST_F(BfcReplayPhasesTest, ComparePoliciesUsageErrors) {
+  const std::string trace = Write("small.csv", kSmallTrace);
+  const std::string other = Write("other.csv", kSmallTrace);
+  const std::string svg = dir_ + "/panels.svg";
+  struct Case {
+    std::string args;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"'" + trace + "' --compare-svg '" + svg + "'",
+            "--compare-svg needs --compare-policies"},
+           {"'" + trace + "' '" + other + "'",
+            "more than one TRACE is only for --compare-policies"},
+           {"--compare-policies '" + trace + "' --conf preset:tf",
+            "--conf cannot be combined with --compare-policies"},
+           {"--compare-policies '" + trace + "' --growth=false",
+            "--allow-growth (--growth) cannot be combined with "
+            "--compare-policies"},
+           {"--compare-policies '" + trace + "' --plan", "leave out --plan"},
+           {"--compare-policies '" + trace + "' --svg '" + svg + "'",
+            "--svg cannot be combined with --compare-policies"},
+           {"--compare-policies '" + trace + "' '" + other + "' --phases '" +
+                trace + "'",
+            "--phases names one trace's phases"},
+       }) {
+    SCOPED_TRACE(c.args);
+    Result r = Run(c.args);
+    ASSERT_TRUE(r.exited);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+    EXPECT_EQ(r.out, "");
+  }
+  EXPECT_THAT(DirEntries(), ElementsAre("other.csv", "small.csv"));
 }
 
 }  // namespace

@@ -54,12 +54,14 @@
 #include "bfc/replay/replay.h"
 #include "bfc/replay/trace.h"
 #include "bfc/report/memory_map_svg.h"
+#include "bfc/report/policy_panels_svg.h"
 #include "bfc/report/replay_report.h"
 #include "bfc/sub_allocator.h"
 #include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "c_api/alloc_conf.h"
 #include "nlohmann/json.hpp"
+#include "replay_profile.h"
 #include "tool_flags.h"
 #include "tool_io.h"
 #if defined(BFC_HAVE_CUDA)
@@ -104,7 +106,9 @@ constexpr char kSummaryKeys[] =
     "trace, trace_path, events, allocations, frees, failures, "
     "peak_live_bytes, peak_bytes_in_use, peak_pool_bytes, footprint, regions, "
     "sub_allocator_allocs, sub_allocator_frees, ns_per_op, backend, "
-    "memory_limit, options (each option as text)";
+    "memory_limit, options (each option as text); with phases: phases_file, "
+    "iterations, last_iteration (phase, events, sub_allocator_allocs, "
+    "sub_allocator_frees, peak_pool_bytes)";
 
 // Spellings the tool had before the option table, kept for scripts and docs.
 const char* OptionAlias(absl::string_view name) {
@@ -126,7 +130,12 @@ bfc::AllocatorOptions ToolDefaultOptions() {
 }
 
 struct Flags {
-  std::string trace_path;  // empty: the bundled default trace
+  // Empty: the bundled default trace. More than one only with
+  // --compare-policies.
+  std::vector<std::string> trace_paths;
+  std::string phases_path;  // empty: <trace dir>/meta/<name>.phases.csv
+  bool compare_policies = false;
+  std::string compare_svg_path;
   bool skip_unknown_frees = false;
   std::string conf;
   std::string backend;       // empty: not given
@@ -158,13 +167,22 @@ struct Config {
 
 void DeclareFlags(CLI::App& app, Flags* f) {
   using namespace bfc::tools;  // NOLINT: group names and helpers
-  app.add_option("TRACE", f->trace_path,
+  app.add_option("TRACE", f->trace_paths,
                  "RMM logging CSV, plain or gzip (by content); '-' reads "
-                 "standard input, and pipes such as <(...) work. Default: the "
-                 "bundled resnet18-train.csv")
+                 "standard input, and pipes such as <(...) work; several "
+                 "only with --compare-policies. Default: the bundled "
+                 "resnet18-train.csv")
       ->type_name("")
       ->group(kGroupInputs);
   AddSkipUnknownFreesFlag(app, &f->skip_unknown_frees);
+  app.add_option("--phases", f->phases_path,
+                 "The trace's phases (Phase,FirstEvent,Time; FirstEvent a "
+                 "0-based event index; iterations are named iterN): the "
+                 "summary then has the last iteration's sub-allocator calls "
+                 "and pool peak. Default: <trace dir>/meta/<trace "
+                 "name>.phases.csv if it exists")
+      ->type_name("PATH")
+      ->group(kGroupInputs);
 
   std::string presets;
   for (const bfc::AllocatorPreset& p : bfc::AllocatorPresets()) {
@@ -274,7 +292,21 @@ void DeclareFlags(CLI::App& app, Flags* f) {
                 "blocks, every allocation, free, extend and failure in the "
                 "trace, each with its trace line as its frame");
   AddSummaryJsonFlag(app, &f->summary_json_path, kSummaryKeys);
+  AddOutputFlag(app, "--compare-svg", &f->compare_svg_path,
+                "With --compare-policies: one SVG with a panel per policy "
+                "(and a row per trace): pool and live bytes against the "
+                "event index, titled with the footprint");
 
+  app.add_flag("--compare-policies", f->compare_policies,
+               "Replay each TRACE under every policy of a fixed list "
+               "(presets, and single options over TF's defaults) and print "
+               "a Markdown table per trace: footprint, peak pool, failures, "
+               "sub-allocator calls (whole trace and last iteration), ns/op, "
+               "then the best offline plan and the lower bound; "
+               "--summary-json writes the rows as a JSON array. Backend: "
+               "sim-cudamalloc unless --backend is given; --conf, "
+               "BFC_ALLOC_CONF and option flags are not used")
+      ->group(kGroupReporting);
   app.add_flag("--plan", f->plan,
                "Also plan the trace offline (TFLite's strategies) and print "
                "each plan's memory against the lower bound (peak live bytes) "
@@ -347,6 +379,14 @@ uint64_t PhysicalMemoryBytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
 }
 
+// --backend's value (CLI11 has checked it is one of the four names).
+Backend BackendFromFlag(absl::string_view name) {
+  if (name == "host") return Backend::kHost;
+  if (name == "cuda") return Backend::kCuda;
+  if (name == "sim-cudamalloc") return Backend::kSimCudaMalloc;
+  return Backend::kVirtual;
+}
+
 // Defaults, then BFC_ALLOC_CONF, then --conf, then the flags given.
 absl::Status BuildConfig(const Flags& flags, Config* config) {
   const absl::Span<const bfc::OptionField> fields =
@@ -362,11 +402,7 @@ absl::Status BuildConfig(const Flags& flags, Config* config) {
     if (!s.ok()) return s;
   }
   if (!flags.backend.empty()) {
-    config->backend = flags.backend == "host"   ? Backend::kHost
-                      : flags.backend == "cuda" ? Backend::kCuda
-                      : flags.backend == "sim-cudamalloc"
-                          ? Backend::kSimCudaMalloc
-                          : Backend::kVirtual;
+    config->backend = BackendFromFlag(flags.backend);
     config->backend_from = "--backend";
   }
   if (!flags.memory_limit.empty()) {
@@ -540,9 +576,21 @@ void PrintSummary(std::FILE* out, const Config& config, const std::string& path,
                allocator.RenderOccupancy().c_str());
 }
 
+nlohmann::ordered_json PhaseJson(const bfc::tools::PhaseProfile& p) {
+  nlohmann::ordered_json j;
+  j["phase"] = p.phase;
+  j["events"] = p.events;
+  j["sub_allocator_allocs"] = p.sub_allocator_allocs;
+  j["sub_allocator_frees"] = p.sub_allocator_frees;
+  j["peak_pool_bytes"] = p.peak_pool_bytes;
+  return j;
+}
+
 std::string SummaryJson(const Config& config, const std::string& path,
                         bool bundled, const bfc::CompiledTrace& trace,
-                        const bfc::ReplaySummary& s) {
+                        const bfc::ReplaySummary& s,
+                        const bfc::tools::TracePhases* phases,
+                        const bfc::tools::ReplayProfile* profile) {
   nlohmann::ordered_json j;
   j["format"] = "bfc-replay-summary";
   j["trace"] = s.trace_name;
@@ -577,6 +625,13 @@ std::string SummaryJson(const Config& config, const std::string& path,
         bfc::AllocatorOptionToString(config.options, f.name);
   }
   j["options"] = std::move(options);
+  if (phases != nullptr && profile != nullptr) {
+    j["phases_file"] = phases->path;
+    j["iterations"] = profile->iterations;
+    if (profile->last_iteration.has_value()) {
+      j["last_iteration"] = PhaseJson(*profile->last_iteration);
+    }
+  }
   // A trace's file name may hold any bytes: invalid UTF-8 becomes U+FFFD
   // (nlohmann's default handler throws type_error 316 instead).
   return j.dump(2, ' ', /*ensure_ascii=*/false,
@@ -705,6 +760,542 @@ int WriteReport(const Flags& flags, const Config& config,
   return ok ? kExitOk : kExitBadInput;
 }
 
+// Phases: --phases, else <trace dir>/meta/<name>.phases.csv when present.
+// Leaves *phases empty when there are none; an error for a bad file.
+absl::Status LoadPhases(const std::string& flag_path,
+                        const std::string& trace_path,
+                        const bfc::CompiledTrace& trace, bool verbose,
+                        std::optional<bfc::tools::TracePhases>* phases) {
+  std::string path = flag_path;
+  const char* how = "--phases";
+  if (path.empty()) {
+    path = bfc::tools::FindPhasesFile(trace_path, trace.name);
+    how = "found beside the trace";
+    if (path.empty()) {
+      if (verbose && trace_path != bfc::tools::kStdioPath) {
+        std::fprintf(stderr,
+                     "%s: phases: none (no meta/%s.phases.csv beside "
+                     "the trace)\n",
+                     kToolName, trace.name.c_str());
+      }
+      return absl::OkStatus();
+    }
+  }
+  absl::StatusOr<bfc::tools::TracePhases> p =
+      bfc::tools::ReadTracePhases(path, trace.num_events);
+  if (!p.ok()) return p.status();
+  if (verbose) {
+    std::fprintf(
+        stderr, "%s: phases from %s (%s): %zu phases, %zu iterations\n",
+        kToolName, path.c_str(), how, p->phases.size(), p->NumIterations());
+  }
+  *phases = *std::move(p);
+  return absl::OkStatus();
+}
+
+absl::Status LoadPhases(const Flags& flags, const std::string& trace_path,
+                        const bfc::CompiledTrace& trace,
+                        std::optional<bfc::tools::TracePhases>* phases) {
+  return LoadPhases(flags.phases_path, trace_path, trace,
+                    flags.verbosity.verbose, phases);
+}
+
+void PrintPhases(std::FILE* out, const bfc::tools::TracePhases& phases,
+                 const bfc::tools::ReplayProfile& profile) {
+  std::fprintf(out, "phases            %s (%zu iteration%s)\n",
+               phases.path.c_str(), profile.iterations,
+               profile.iterations == 1 ? "" : "s");
+  if (!profile.last_iteration.has_value()) return;
+  const bfc::tools::PhaseProfile& p = *profile.last_iteration;
+  std::fprintf(out,
+               "last iteration    %s: %zu events, sub-allocator %lld allocs / "
+               "%lld frees, peak pool %s\n",
+               p.phase.c_str(), p.events,
+               static_cast<long long>(p.sub_allocator_allocs),
+               static_cast<long long>(p.sub_allocator_frees),
+               bfc::HumanReadableBytesExact(p.peak_pool_bytes).c_str());
+}
+
+// --- --compare-policies ------------------------------------------------------
+
+// The policies --compare-policies replays, in the order of its table: a name
+// and the BFC_ALLOC_CONF text applied over bfc-replay's defaults (TF's, retry
+// off). To compare a new option, append a row.
+struct ComparedPolicy {
+  const char* name;
+  const char* conf;
+};
+constexpr ComparedPolicy kComparedPolicies[] = {
+    {"tf", "preset:tf"},
+    {"low_footprint", "preset:low_footprint"},
+    {"same_as_requested", "growth_policy:same_as_requested"},
+    {"same_as_requested, 2 MiB floor",
+     "growth_policy:same_as_requested,min_growth_step_bytes:2MiB"},
+    {"fixed_step 64 MiB",
+     "growth_policy:fixed_step,initial_region_bytes:64MiB"},
+    {"doubling capped at 64 MiB", "max_growth_step_bytes:64MiB"},
+    {"same_as_requested, release first",
+     "release_before_extend:true,growth_policy:same_as_requested"},
+    {"same_as_requested, split any rest",
+     "min_split_remainder_bytes:256,growth_policy:same_as_requested"},
+    {"huge allocations alone", "huge_allocation_bytes:64MiB"},
+};
+
+// At most this many points per line in --compare-svg's panels.
+constexpr size_t kCompareSvgPoints = 2000;
+
+struct PolicyRow {
+  std::string name;
+  std::string conf;
+  std::string error;  // a policy that could not be configured
+  bfc::ReplaySummary summary;
+  std::optional<bfc::tools::ReplayProfile> profile;
+};
+
+std::string MiBText(int64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+// Text for one Markdown table cell: '|' escaped, line breaks as spaces.
+std::string MarkdownCell(absl::string_view text) {
+  return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\r", " "}, {"\n", " "}});
+}
+
+std::string CallsText(int64_t allocs, int64_t frees) {
+  return absl::StrCat(allocs, " / ", frees);
+}
+
+// Replays one trace under one policy: a timed replay for the summary, then
+// (with phases or an SVG to draw) a profiled one. An error status only for
+// an inconsistent trace; a policy that cannot be configured or served is a
+// row with its error.
+absl::StatusOr<PolicyRow> ReplayPolicy(const ComparedPolicy& policy,
+                                       const Config& base,
+                                       const bfc::CompiledTrace& trace,
+                                       const bfc::tools::TracePhases* phases,
+                                       bool curves) {
+  PolicyRow row;
+  row.name = policy.name;
+  row.conf = policy.conf;
+  Config config = base;
+  if (absl::Status s = ApplyConf(policy.conf, kFromConf, &config); !s.ok()) {
+    row.error = std::string(s.message());
+    return row;
+  }
+  std::string error;
+  std::unique_ptr<bfc::SubAllocator> sub = MakeSubAllocator(config, &error);
+  if (sub == nullptr) {
+    row.error = error;
+    return row;
+  }
+  {
+    bfc::Allocator allocator(std::move(sub), config.memory_limit, kToolName,
+                             config.options);
+    absl::StatusOr<bfc::ReplaySummary> s = bfc::ReplayTrace(trace, allocator);
+    if (!s.ok()) return s.status();
+    row.summary = *std::move(s);
+  }
+  if (phases == nullptr && !curves) return row;
+  sub = MakeSubAllocator(config, &error);
+  if (sub == nullptr) {
+    row.error = error;
+    return row;
+  }
+  bfc::Allocator allocator(std::move(sub), config.memory_limit, kToolName,
+                           config.options);
+  absl::StatusOr<bfc::tools::ReplayProfile> p = bfc::tools::ProfileReplay(
+      trace, allocator, phases, curves ? kCompareSvgPoints : 0);
+  if (!p.ok()) return p.status();
+  row.profile = *std::move(p);
+  return row;
+}
+
+// The Markdown table of one trace, and its rows as JSON.
+std::string CompareTable(const std::string& trace_path,
+                         const bfc::CompiledTrace& trace, const Config& base,
+                         const bfc::tools::TracePhases* phases,
+                         const std::vector<PolicyRow>& rows,
+                         const absl::StatusOr<bfc::planner::PlanReport>& plan,
+                         nlohmann::ordered_json* json) {
+  std::string md;
+  const bfc::tools::TracePhase* last =
+      phases != nullptr ? phases->LastIteration() : nullptr;
+  absl::StrAppendFormat(&md, "%s: %zu events, %s backend, limit %s",
+                        trace.name.c_str(), trace.num_events,
+                        bfc::c_api::BackendName(base.backend),
+                        bfc::HumanReadableBytes(base.memory_limit).c_str());
+  if (last != nullptr) {
+    absl::StrAppendFormat(
+        &md, "; last iteration %s (%zu events, phases from %s)",
+        last->name.c_str(), last->end_event - last->first_event,
+        phases->path.c_str());
+  }
+  absl::StrAppendFormat(&md, "\n\n");
+  const std::string last_header =
+      last != nullptr
+          ? absl::StrCat(" last iteration (", last->name, ") allocs / frees |")
+          : "";
+  absl::StrAppendFormat(
+      &md,
+      "| policy | BFC_ALLOC_CONF | footprint | peak pool | failures "
+      "| sub-allocator allocs / frees |%s ns/op |\n",
+      last_header.c_str());
+  absl::StrAppendFormat(&md, "|---|---|---:|---:|---:|---:|%s---:|\n",
+                        last != nullptr ? "---:|" : "");
+  auto base_json = [&](const char* kind, const std::string& name) {
+    nlohmann::ordered_json j;
+    j["trace"] = trace.name;
+    j["trace_path"] = trace_path;
+    j["kind"] = kind;
+    j["policy"] = name;
+    return j;
+  };
+  for (const PolicyRow& r : rows) {
+    nlohmann::ordered_json j = base_json("policy", r.name);
+    j["conf"] = r.conf;
+    j["backend"] = bfc::c_api::BackendName(base.backend);
+    if (!r.error.empty()) {
+      absl::StrAppendFormat(&md, "| %s | `%s` | error: %s | | | |%s |\n",
+                            r.name.c_str(), r.conf.c_str(),
+                            MarkdownCell(r.error).c_str(),
+                            last != nullptr ? " |" : "");
+      j["error"] = r.error;
+      json->push_back(std::move(j));
+      continue;
+    }
+    const bfc::ReplaySummary& s = r.summary;
+    std::string last_cell;
+    if (last != nullptr) {
+      last_cell = " n/a |";
+      if (r.profile.has_value() && r.profile->last_iteration.has_value()) {
+        const bfc::tools::PhaseProfile& p = *r.profile->last_iteration;
+        last_cell = absl::StrCat(
+            " ", CallsText(p.sub_allocator_allocs, p.sub_allocator_frees),
+            " |");
+      }
+    }
+    absl::StrAppendFormat(
+        &md, "| %s | `%s` | %.3f | %s | %zu | %s |%s %.1f |\n", r.name.c_str(),
+        r.conf.c_str(), s.footprint_ratio, MiBText(s.peak_pool_bytes).c_str(),
+        s.failures, CallsText(s.regions, s.regions_released).c_str(),
+        last_cell.c_str(), s.ns_per_op);
+    j["footprint"] = s.footprint_ratio;
+    j["peak_pool_bytes"] = s.peak_pool_bytes;
+    j["peak_live_bytes"] = s.peak_live_bytes;
+    j["failures"] = s.failures;
+    j["sub_allocator_allocs"] = s.regions;
+    j["sub_allocator_frees"] = s.regions_released;
+    j["ns_per_op"] = s.ns_per_op;
+    if (r.profile.has_value() && phases != nullptr) {
+      j["iterations"] = r.profile->iterations;
+      if (r.profile->last_iteration.has_value()) {
+        j["last_iteration"] = PhaseJson(*r.profile->last_iteration);
+      }
+    }
+    json->push_back(std::move(j));
+  }
+  const std::string empty_last = last != nullptr ? " |" : "";
+  if (!plan.ok()) {
+    absl::StrAppendFormat(&md, "| offline plan | | error: %s | | | |%s |\n",
+                          MarkdownCell(plan.status().message()).c_str(),
+                          empty_last.c_str());
+    nlohmann::ordered_json j = base_json("plan", "offline plan");
+    j["error"] = std::string(plan.status().message());
+    json->push_back(std::move(j));
+    return md;
+  }
+  const double bound = static_cast<double>(plan->lower_bound_bytes);
+  auto ratio = [&](size_t bytes) {
+    return bound == 0 ? 0.0 : static_cast<double>(bytes) / bound;
+  };
+  // The smallest arena (offsets form) among the strategies that ran.
+  const bfc::planner::PlanResult* best = nullptr;
+  size_t skipped = 0;
+  for (const bfc::planner::PlanResult& r : plan->results) {
+    if (!r.offsets) continue;
+    if (!r.status.ok()) {
+      ++skipped;
+      continue;
+    }
+    if (best == nullptr || r.total_bytes < best->total_bytes) best = &r;
+  }
+  nlohmann::ordered_json pj = base_json("plan", "offline plan");
+  if (best == nullptr) {
+    absl::StrAppendFormat(&md,
+                          "| offline plan | no strategy ran | | | | |%s |\n",
+                          empty_last.c_str());
+    pj["error"] = "no strategy ran";
+  } else {
+    const std::string strategy =
+        bfc::planner::MemoryStrategyName(best->strategy);
+    absl::StrAppendFormat(
+        &md, "| offline plan | %s arena%s | %.3f | %s | | | %s |\n",
+        strategy.c_str(),
+        skipped > 0 ? absl::StrFormat(" (%d skipped)", skipped).c_str() : "",
+        ratio(best->total_bytes),
+        MiBText(static_cast<int64_t>(best->total_bytes)).c_str(),
+        empty_last.c_str());
+    pj["strategy"] = strategy;
+    pj["footprint"] = ratio(best->total_bytes);
+    pj["peak_pool_bytes"] = best->total_bytes;
+    pj["strategies_skipped"] = skipped;
+  }
+  json->push_back(std::move(pj));
+  absl::StrAppendFormat(
+      &md, "| lower bound | peak live bytes | %.3f | %s | | | %s |\n",
+      ratio(plan->lower_bound_bytes),
+      MiBText(static_cast<int64_t>(plan->lower_bound_bytes)).c_str(),
+      empty_last.c_str());
+  nlohmann::ordered_json bj = base_json("bound", "lower bound");
+  bj["footprint"] = ratio(plan->lower_bound_bytes);
+  bj["peak_pool_bytes"] = plan->lower_bound_bytes;
+  json->push_back(std::move(bj));
+  return md;
+}
+
+// --compare-policies: every TRACE under every policy, the offline plan and
+// the lower bound. Returns the exit status.
+int ComparePolicies(const CLI::App& app, const Flags& flags) {
+  const bool quiet = flags.verbosity.quiet;
+  const bool verbose = flags.verbosity.verbose;
+  for (const auto& [flag, out] :
+       {std::pair<const char*, const std::string*>{"--json", &flags.json_path},
+        {"--svg", &flags.svg_path},
+        {"--html", &flags.html_path},
+        {"--pytorch-snapshot", &flags.pytorch_snapshot_path},
+        {"--conf", &flags.conf}}) {
+    if (!out->empty()) {
+      PrintError(app, absl::StrCat(flag,
+                                   " cannot be combined with "
+                                   "--compare-policies"));
+      return kExitUsage;
+    }
+  }
+  if (flags.plan) {
+    PrintError(app,
+               "--compare-policies prints the offline plan itself; "
+               "leave out --plan");
+    return kExitUsage;
+  }
+  const absl::Span<const bfc::OptionField> fields =
+      bfc::AllocatorOptionFields();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (flags.option_flags[i]->count() == 0) continue;
+    // Named both ways where the flag has an alias: the user may have typed
+    // either.
+    std::string flag = OptionFlagName(fields[i].name);
+    if (const char* alias = OptionAlias(fields[i].name); alias != nullptr) {
+      absl::StrAppend(&flag, " (", alias, ")");
+    }
+    PrintError(app, absl::StrCat(flag,
+                                 " cannot be combined with --compare-policies "
+                                 "(each row sets its own options)"));
+    return kExitUsage;
+  }
+  if (flags.trace_paths.size() > 1 && !flags.phases_path.empty()) {
+    PrintError(app,
+               "--phases names one trace's phases; with several TRACEs "
+               "each uses <trace dir>/meta/<name>.phases.csv");
+    return kExitUsage;
+  }
+
+  // The base every row starts from: bfc-replay's defaults, the backend
+  // (sim-cudamalloc unless given) and the memory limit.
+  Config base;
+  base.option_from.assign(fields.size(), kFromDefault);
+  base.backend = Backend::kSimCudaMalloc;
+  if (!flags.backend.empty()) {
+    base.backend = BackendFromFlag(flags.backend);
+  }
+  if (!flags.memory_limit.empty()) {
+    base.memory_limit = bfc::tools::ByteSizeValue(flags.memory_limit);
+  }
+  if (verbose) {
+    const char* env = std::getenv(bfc::c_api::kAllocConfEnvVar);
+    if (env != nullptr && *env != '\0') {
+      std::fprintf(stderr,
+                   "%s: BFC_ALLOC_CONF is not used by "
+                   "--compare-policies (each row sets its own options)\n",
+                   kToolName);
+    }
+    std::fprintf(stderr, "%s: backend %s, memory limit %s\n", kToolName,
+                 bfc::c_api::BackendName(base.backend),
+                 bfc::HumanReadableBytesExact(base.memory_limit).c_str());
+  }
+
+  std::vector<std::string> paths = flags.trace_paths;
+  if (paths.empty()) {
+    paths.push_back(DefaultTracePath());
+    if (paths[0].empty()) {
+      PrintError(app, absl::StrCat("the bundled trace ", kDefaultTrace,
+                                   " is not installed next to this program "
+                                   "(share/bfc/traces); give a TRACE"));
+      return kExitBadInput;
+    }
+  }
+  std::vector<NamedPath> inputs, outputs;
+  int from_stdin = 0;
+  for (const std::string& p : paths) {
+    inputs.push_back({"TRACE", p});
+    from_stdin += p == bfc::tools::kStdioPath;
+  }
+  if (from_stdin > 1) {
+    PrintError(app, "'-' (standard input) is given more than once");
+    return kExitUsage;
+  }
+  if (!flags.phases_path.empty()) {
+    inputs.push_back({"--phases", flags.phases_path});
+  }
+  if (!flags.summary_json_path.empty()) {
+    outputs.push_back({"--summary-json", flags.summary_json_path});
+  }
+  if (!flags.compare_svg_path.empty()) {
+    outputs.push_back({"--compare-svg", flags.compare_svg_path});
+  }
+  if (absl::Status s = bfc::tools::CheckDistinctPaths(inputs, outputs);
+      !s.ok()) {
+    PrintError(app, s.message());
+    return kExitUsage;
+  }
+  {
+    std::string error;
+    std::unique_ptr<bfc::SubAllocator> sub = MakeSubAllocator(base, &error);
+    if (sub == nullptr) {
+      PrintError(app, error);
+      return kExitUsage;
+    }
+    if (absl::Status available = sub->Availability(); !available.ok()) {
+      PrintError(app,
+                 absl::StrCat("the ", bfc::c_api::BackendName(base.backend),
+                              " backend cannot serve: ", available.message()));
+      return kExitUsage;
+    }
+  }
+
+  std::FILE* text =
+      flags.summary_json_path == bfc::tools::kStdioPath ? stderr : stdout;
+  const bool tty = isatty(STDERR_FILENO) != 0 && !quiet;
+  auto progress = [&](const std::string& line) {
+    if (!tty) return;
+    std::fprintf(stderr, "\r%-78.78s", line.c_str());
+    std::fflush(stderr);
+  };
+  auto clear_progress = [&]() {
+    if (!tty) return;
+    std::fprintf(stderr, "\r%78s\r", "");
+    std::fflush(stderr);
+  };
+  const bool curves = !flags.compare_svg_path.empty();
+  const size_t num_policies = std::size(kComparedPolicies);
+  nlohmann::ordered_json json = nlohmann::ordered_json::array();
+  std::vector<bfc::PolicyPanelGroup> groups;
+  bool failed = false;
+  for (size_t t = 0; t < paths.size(); ++t) {
+    const std::string& path = paths[t];
+    absl::StatusOr<bfc::Trace> trace = bfc::tools::ReadTraceArg(path);
+    if (!trace.ok()) {
+      clear_progress();
+      PrintError(app, trace.status().message());
+      return kExitBadInput;
+    }
+    bfc::CompileOptions compile_options;
+    compile_options.skip_unknown_frees = flags.skip_unknown_frees;
+    absl::StatusOr<bfc::CompiledTrace> compiled =
+        bfc::CompileTrace(*trace, compile_options);
+    trace = bfc::Trace();
+    if (!compiled.ok()) {
+      clear_progress();
+      PrintError(app, compiled.status().message());
+      return kExitBadInput;
+    }
+    std::optional<bfc::tools::TracePhases> phases;
+    if (absl::Status s =
+            LoadPhases(flags.phases_path, path, *compiled, verbose, &phases);
+        !s.ok()) {
+      clear_progress();
+      PrintError(app, s.message());
+      return kExitBadInput;
+    }
+    const bfc::tools::TracePhases* phases_ptr =
+        phases.has_value() ? &*phases : nullptr;
+    std::vector<PolicyRow> rows;
+    for (size_t i = 0; i < num_policies; ++i) {
+      progress(absl::StrFormat("%s: %s (%d/%d): policy %d/%d %s", kToolName,
+                               compiled->name, t + 1, paths.size(), i + 1,
+                               num_policies, kComparedPolicies[i].name));
+      absl::StatusOr<PolicyRow> row = ReplayPolicy(
+          kComparedPolicies[i], base, *compiled, phases_ptr, curves);
+      if (!row.ok()) {
+        clear_progress();
+        PrintError(app, row.status().message());
+        return kExitBadInput;
+      }
+      failed |= row->summary.failures > 0;
+      rows.push_back(*std::move(row));
+    }
+    bfc::planner::PlanOptions plan_options;
+    plan_options.on_progress = [&](size_t done, size_t total,
+                                   const char* name) {
+      progress(absl::StrFormat("%s: %s (%d/%d): planning %d/%d %s", kToolName,
+                               compiled->name, t + 1, paths.size(),
+                               std::min(done + 1, total), total, name));
+    };
+    absl::StatusOr<bfc::planner::PlanReport> plan =
+        bfc::planner::PlanTrace(*compiled, plan_options);
+    clear_progress();
+    const std::string table =
+        CompareTable(path, *compiled, base, phases_ptr, rows, plan, &json);
+    if (!quiet) {
+      if (t > 0) std::fputs("\n", text);
+      std::fputs(table.c_str(), text);
+      std::fflush(text);
+    }
+    if (curves) {
+      bfc::PolicyPanelGroup g;
+      g.trace = compiled->name;
+      g.num_events = compiled->num_events;
+      for (const PolicyRow& r : rows) {
+        bfc::PolicyPanel panel;
+        panel.policy = r.error.empty() ? r.name : r.name + " (error)";
+        panel.footprint = r.summary.footprint_ratio;
+        panel.failures = r.summary.failures;
+        if (r.profile.has_value()) {
+          panel.pool_bytes = r.profile->pool_bytes;
+          panel.live_bytes = r.profile->live_bytes;
+        }
+        g.panels.push_back(std::move(panel));
+      }
+      groups.push_back(std::move(g));
+    }
+  }
+
+  bool written = true;
+  if (!flags.summary_json_path.empty()) {
+    written &= WriteOutput(
+        flags, flags.summary_json_path,
+        json.dump(2, ' ', /*ensure_ascii=*/false,
+                  nlohmann::ordered_json::error_handler_t::replace) +
+            "\n",
+        "the comparison rows");
+  }
+  if (curves) {
+    written &=
+        WriteOutput(flags, flags.compare_svg_path,
+                    bfc::RenderPolicyPanelsSvg(groups), "the policy panels");
+  }
+  if (!written) return kExitBadInput;
+  if (failed && !flags.expect_failures) {
+    if (!quiet) {
+      std::fprintf(stderr,
+                   "%s: allocations failed under some policies (exit status "
+                   "%d)\n",
+                   kToolName, kExitFailedAllocations);
+    }
+    return kExitFailedAllocations;
+  }
+  return kExitOk;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app(kDescription, kToolName);
   bfc::tools::ConfigureApp(app, kFooter);
@@ -724,13 +1315,23 @@ int Main(int argc, char** argv) {
     });
   }
 
+  if (flags.compare_policies) return ComparePolicies(app, flags);
+  if (flags.trace_paths.size() > 1) {
+    PrintError(app, "more than one TRACE is only for --compare-policies");
+    return kExitUsage;
+  }
+  if (!flags.compare_svg_path.empty()) {
+    PrintError(app, "--compare-svg needs --compare-policies");
+    return kExitUsage;
+  }
+
   Config config;
   if (absl::Status s = BuildConfig(flags, &config); !s.ok()) {
     PrintError(app, s.message());
     return kExitUsage;
   }
 
-  std::string path = flags.trace_path;
+  std::string path = flags.trace_paths.empty() ? "" : flags.trace_paths[0];
   const bool bundled = path.empty();
   if (bundled) {
     path = DefaultTracePath();
@@ -751,8 +1352,11 @@ int Main(int argc, char** argv) {
         {"--summary-json", &flags.summary_json_path}}) {
     if (!out->empty()) outputs.push_back({flag, *out});
   }
-  if (absl::Status s =
-          bfc::tools::CheckDistinctPaths({{"TRACE", path}}, outputs);
+  std::vector<NamedPath> inputs = {{"TRACE", path}};
+  if (!flags.phases_path.empty()) {
+    inputs.push_back({"--phases", flags.phases_path});
+  }
+  if (absl::Status s = bfc::tools::CheckDistinctPaths(inputs, outputs);
       !s.ok()) {
     PrintError(app, s.message());
     return kExitUsage;
@@ -790,6 +1394,11 @@ int Main(int argc, char** argv) {
     PrintError(app, compiled.status().message());
     return kExitBadInput;
   }
+  std::optional<bfc::tools::TracePhases> phases;
+  if (absl::Status s = LoadPhases(flags, path, *compiled, &phases); !s.ok()) {
+    PrintError(app, s.message());
+    return kExitBadInput;
+  }
   const bool report = !flags.json_path.empty() || !flags.svg_path.empty() ||
                       !flags.html_path.empty() ||
                       !flags.pytorch_snapshot_path.empty();
@@ -805,11 +1414,32 @@ int Main(int argc, char** argv) {
     PrintError(app, summary.status().message());
     return kExitBadInput;
   }
+  // The last iteration, measured on a second replay with a stats read after
+  // every op (kept out of the timed one).
+  std::optional<bfc::tools::ReplayProfile> profile;
+  if (phases.has_value()) {
+    std::unique_ptr<bfc::SubAllocator> profile_sub =
+        MakeSubAllocator(config, &error);
+    if (profile_sub == nullptr) {
+      PrintError(app, error);
+      return kExitUsage;
+    }
+    bfc::Allocator profiled(std::move(profile_sub), config.memory_limit,
+                            kToolName, config.options);
+    absl::StatusOr<bfc::tools::ReplayProfile> p = bfc::tools::ProfileReplay(
+        *compiled, profiled, &*phases, /*max_points=*/0);
+    if (!p.ok()) {
+      PrintError(app, p.status().message());
+      return kExitBadInput;
+    }
+    profile = *std::move(p);
+  }
   // With the summary JSON on stdout, the text goes to stderr.
   std::FILE* text =
       flags.summary_json_path == bfc::tools::kStdioPath ? stderr : stdout;
   if (!quiet) {
     PrintSummary(text, config, path, bundled, *compiled, *summary, allocator);
+    if (profile.has_value()) PrintPhases(text, *phases, *profile);
   }
   replayer.ReleaseLive();
 
@@ -832,9 +1462,12 @@ int Main(int argc, char** argv) {
     }
   }
   if (!flags.summary_json_path.empty()) {
-    written &= WriteOutput(
-        flags, flags.summary_json_path,
-        SummaryJson(config, path, bundled, *compiled, *summary), "the summary");
+    written &=
+        WriteOutput(flags, flags.summary_json_path,
+                    SummaryJson(config, path, bundled, *compiled, *summary,
+                                phases.has_value() ? &*phases : nullptr,
+                                profile.has_value() ? &*profile : nullptr),
+                    "the summary");
   }
   if (!written) return kExitBadInput;
   if (summary->failures > 0 && !flags.expect_failures) {
