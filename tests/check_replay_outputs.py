@@ -7,6 +7,9 @@ byte that is not UTF-8): the JSON is strict UTF-8 and names the trace with
 U+FFFD for the bad byte, the SVG parses as XML, and the page's data element
 holds no "<!--", "<script" or "</script".
 
+Last, --compare-policies --compare-svg under both names: the SVG parses as
+XML with one panel per policy row of the JSON.
+
 usage: check_replay_outputs.py BFC_REPLAY TRACE OUT_DIR
 """
 import json
@@ -63,6 +66,50 @@ def check_hostile_name(replay, trace, out):
     return problems
 
 
+def check_compare(replay, trace, out):
+    """--compare-policies --compare-svg: the SVG parses as XML and has one
+    panel (a <g> with a pool and a live polyline) per policy row of the JSON,
+    titled with the policy; under a hostile trace name too."""
+    problems = []
+    hostile_dir = os.path.join(out, "compare")
+    shutil.rmtree(hostile_dir, ignore_errors=True)
+    os.makedirs(hostile_dir)
+    for name in (b"plain", b"h<!--<script>'\"&]]>\xff\x01z"):
+        copy = os.path.join(os.fsencode(hostile_dir), name + b".csv")
+        shutil.copyfile(trace, copy)
+        svg = os.path.join(hostile_dir, "policies.svg")
+        rows = os.path.join(hostile_dir, "policies.json")
+        run = subprocess.run([os.fsencode(replay), b"--compare-policies", copy,
+                              b"--compare-svg", os.fsencode(svg),
+                              b"--summary-json", os.fsencode(rows)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if run.returncode != 0:
+            problems.append("--compare-policies on %r exited %d: %r" %
+                            (name, run.returncode, run.stdout[-500:]))
+            continue
+        with open(rows, "rb") as f:
+            policies = [r["policy"] for r in json.loads(f.read().decode("utf-8"))
+                        if r["kind"] == "policy"]
+        try:
+            root = ET.parse(svg).getroot()
+        except ET.ParseError as e:
+            problems.append("--compare-svg of %r is not XML: %s" % (name, e))
+            continue
+        if root.tag != check_svg.SVG + "svg":
+            problems.append("--compare-svg root is %s" % root.tag)
+        panels = list(root.iter(check_svg.SVG + "g"))
+        if len(panels) != len(policies) or len(policies) < 2:
+            problems.append("%d panels for %d policies" %
+                            (len(panels), len(policies)))
+        for g, policy in zip(panels, policies):
+            title = "".join(g.find(check_svg.SVG + "text").itertext())
+            if title != policy:
+                problems.append("panel titled %r, expected %r" % (title, policy))
+            if len(list(g.iter(check_svg.SVG + "polyline"))) != 2:
+                problems.append("panel %r lacks its pool and live lines" % policy)
+    return problems
+
+
 def main():
     replay, trace, out = sys.argv[1:4]
     os.makedirs(out, exist_ok=True)
@@ -109,6 +156,7 @@ def main():
     if "http://" in html.replace("http://www.w3.org", "") or "https://" in html:
         problems.append("the HTML page refers to the network")
     problems += check_hostile_name(replay, trace, out)
+    problems += check_compare(replay, trace, out)
     for p in problems:
         print("FAIL:", p)
     print("ok" if not problems else "FAILED")

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -181,6 +182,72 @@ TEST_F(ReplayExitTest, AnUnavailableBackendIsExit2BeforeReplaying) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("virtual backend cannot serve"));
   EXPECT_EQ(r.out, "");  // nothing replayed, no summary
+}
+
+// A phase file (--phases, or meta/NAME.phases.csv beside the trace) is input
+// like the trace: whatever it holds is exit 1 naming the file, never a crash
+// or a read without end; the harmless oddities of hand-edited CSV are read.
+TEST_F(ReplayExitTest, HostilePhaseFilesAreBadInputNeverACrash) {
+  const std::string trace = Write("small.csv", kSmallTrace);
+  const std::string run = "'" + trace + "' --quiet --phases ";
+  struct Case {
+    std::string phases;  // the path given to --phases
+    const char* says;
+  };
+  std::string long_line(1 << 20, '7');
+  std::string binary = "Phase,FirstEvent\n";
+  for (int i = 0; i < 256; ++i) binary += static_cast<char>(i);
+  for (const Case& c : std::vector<Case>{
+           // A device that never ends: read up to a limit, then refused.
+           {"/dev/zero", "/dev/zero: larger than 16 MiB"},
+           {dir_, ": is a directory"},
+           {"-", "standard input is not read"},
+           {Write("binary.csv", binary), "binary.csv line 2: "},
+           {Write("nul.csv", std::string("Phase,First\0Event\niter0,0\n", 25)),
+            "nul.csv line 1: expected a header"},
+           {Write("long.csv", "Phase,FirstEvent\niter0," + long_line + "\n"),
+            "long.csv line 2: FirstEvent '777"},
+           {Write("nul_index.csv",
+                  std::string("Phase,FirstEvent\niter0,1\0002\n", 27)),
+            "nul_index.csv line 2: FirstEvent '1\\x00\\x32'"},
+           {Write("quoted.csv", "Phase,FirstEvent\n\"iter0\",\"0\"\n"),
+            "quoted.csv line 2: FirstEvent '\\\"0\\\"'"},
+       }) {
+    SCOPED_TRACE(c.phases.substr(0, 80));
+    ToolResult r = Run(run + "'" + c.phases + "'");
+    ASSERT_TRUE(r.exited) << "crashed: " << r.err;
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("phase file "));
+    EXPECT_THAT(r.err, HasSubstr(c.says));
+    EXPECT_LT(r.err.size(), 1000u) << "the whole line was echoed";
+  }
+
+  // A byte order mark, CRLF, blank lines, spaces, extra and reordered
+  // columns: read as meant.
+  const std::string odd = Write("odd.csv",
+                                "\xEF\xBB\xBFTime, FirstEvent ,Extra,Phase\r\n"
+                                "\r\n"
+                                "0.0,0,x,iter0\r\n"
+                                "  0.1 , 3 ,y, iter1 \r\n"
+                                "0.2,6,z,end\r\n");
+  ToolResult r = Run(run + "'" + odd + "' --summary-json -");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"iterations\": 2"));
+  EXPECT_THAT(r.out, HasSubstr("\"phase\": \"iter1\",\n    \"events\": 3"));
+
+  // From a pipe (a FIFO, not a file that can be sized first).
+  r = Run(run + "/dev/stdin --summary-json -", "cat '" + odd + "' |");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"iterations\": 2"));
+
+  // The same refusal under --compare-policies, before any replay.
+  r = Run("--compare-policies '" + trace + "' --phases /dev/zero");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("phase file /dev/zero: larger than 16 MiB"));
+  EXPECT_EQ(r.out, "");
 }
 
 // bfc-plan picks strategies by name (any case) and refuses unknown ones.
