@@ -933,15 +933,15 @@ bool Allocator::IsStampedFreeRegion(uint64_t tick, ChunkHandle h) const {
 }
 
 void Allocator::ReleaseFreeRegionsAbove(size_t needed, size_t target) {
-  auto within = [&] {
-    return needed <= target && total_region_allocated_bytes_ <= target - needed;
-  };
+  // The pool may hold at most this much before growing by `needed`.
+  const size_t room = needed <= target ? target - needed : 0;
   // Fully-free pooled regions, least recently freed first (PyTorch's
   // garbage_collection_threshold frees the blocks unused the longest): the
   // queue holds every region in the order it last became fully free, so
   // this costs what it releases plus the stale entries it drops.
   bool released = false;
-  while (!within() && !free_region_order_.empty()) {
+  while ((needed > target || total_region_allocated_bytes_ > room) &&
+         !free_region_order_.empty()) {
     const auto [tick, h] = free_region_order_.front();
     free_region_order_.pop_front();
     if (!IsStampedFreeRegion(tick, h)) continue;
