@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bfc/allocator.h"
+#include "bfc/allocator_options.h"
 #include "bfc/internal/bin.h"
 #include "bfc/internal/check.h"
 #include "bfc/virtual_sub_allocator.h"
@@ -43,6 +44,27 @@ class AllocatorTestPeer {
   }
   internal::ChunkHandle HandleOf(const void* p) {
     return region_manager().get_handle(p);
+  }
+  // The list of fully free regions release_before_extend gives back.
+  internal::ChunkHandle free_region_head() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.free_region_head_;
+  }
+  internal::ChunkHandle free_region_tail() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.free_region_tail_;
+  }
+  internal::ChunkHandle& free_region_prev(internal::ChunkHandle h)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.free_region_links_[h].prev;
+  }
+  size_t& num_free_region_links() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.num_free_region_links_;
+  }
+  void LinkFreeRegion(internal::ChunkHandle h) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    a_.LinkFreeRegion(h);
+  }
+  void UnlinkFreeRegion(internal::ChunkHandle h)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    a_.UnlinkFreeRegion(h);
   }
 
  private:
@@ -463,6 +485,123 @@ TEST(CheckLadderTest, FailedChecksCompileToNothing) {
 }
 
 #endif  // BFC_CHECK_LEVEL >= 1
+
+// release_before_extend keeps the fully free regions in a list, least
+// recently freed first; Validate checks that it holds exactly them.
+TEST(AllocatorFreeRegionListTest, ValidateChecksTheListOfFullyFreeRegions) {
+  Allocator::Options o;
+  ASSERT_TRUE(ApplyAllocatorPreset(o, "low_footprint").ok());
+  o.allow_retry_on_failure = false;
+  VirtualSubAllocator::Options no_merge;
+  no_merge.supports_coalescing = false;
+  no_merge.gap_bytes = kMinAllocationSize;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30, no_merge),
+              /*total_memory=*/size_t{256} << 20, "test", o);
+  // A 32 MiB peak pool, given back; then three exact regions of which the
+  // first two become fully free, x before y.
+  void* t = a.AllocateRaw(kMinAllocationSize, size_t{32} << 20);
+  ASSERT_NE(t, nullptr);
+  a.DeallocateRaw(t);
+  ASSERT_EQ(a.ReleaseFreeRegions(), size_t{32} << 20);
+  void* x = a.AllocateRaw(kMinAllocationSize, size_t{4} << 20);
+  void* y = a.AllocateRaw(kMinAllocationSize, size_t{8} << 20);
+  void* z = a.AllocateRaw(kMinAllocationSize, size_t{4} << 20);
+  ASSERT_TRUE(x != nullptr && y != nullptr && z != nullptr);
+  a.DeallocateRaw(x);
+  a.DeallocateRaw(y);
+  ASSERT_TRUE(a.Validate().ok()) << a.Validate();
+  AllocatorTestPeer peer(a);
+  const ChunkHandle hx = peer.HandleOf(x);
+  const ChunkHandle hy = peer.HandleOf(y);
+  const ChunkHandle hz = peer.HandleOf(z);
+  EXPECT_EQ(peer.free_region_head(), hx);
+  EXPECT_EQ(peer.free_region_tail(), hy);
+  const uintptr_t ya = reinterpret_cast<uintptr_t>(y);
+  auto error = [](absl::string_view what) {
+    return absl::InternalError(absl::StrCat("Allocator 'test': ", what));
+  };
+
+  // A fully free region missing from the list.
+  peer.UnlinkFreeRegion(hy);
+  EXPECT_EQ(a.Validate(),
+            error(absl::StrFormat("region 1 [0x%x, 0x%x) is fully free but "
+                                  "missing from the free-region list",
+                                  ya, ya + (size_t{8} << 20))));
+  peer.LinkFreeRegion(hy);
+  EXPECT_TRUE(a.Validate().ok());
+
+  // A region in use on it.
+  peer.LinkFreeRegion(hz);
+  EXPECT_EQ(a.Validate(),
+            error(absl::StrCat("the free-region list is longer than the 2 "
+                               "fully free pooled regions; entry 2 is handle ",
+                               hz)));
+  peer.UnlinkFreeRegion(hz);
+  EXPECT_TRUE(a.Validate().ok());
+
+  // A broken back link.
+  peer.free_region_prev(hy) = hy;
+  EXPECT_EQ(a.Validate(), error(absl::StrCat(
+                              "free-region list entry 1 (handle ", hy,
+                              ") is not linked back to its predecessor ", hx)));
+  peer.free_region_prev(hy) = hx;
+
+  // A count that disagrees with the list.
+  ++peer.num_free_region_links();
+  EXPECT_EQ(a.Validate(),
+            error(absl::StrCat("the free-region list has 2 entries ending at ",
+                               hy, "; expected 2 ending at the tail ", hy,
+                               " (count 3)")));
+  --peer.num_free_region_links();
+  EXPECT_TRUE(a.Validate().ok());
+
+  // A request that fits no free region and would take the pool past its
+  // 32 MiB peak gives back the least recently freed region first, and only
+  // as many as needed: x (16 - 4 + 20 = 32), not y.
+  void* w = a.AllocateRaw(kMinAllocationSize, size_t{20} << 20);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(*a.GetStats()->pool_bytes, int64_t{32} << 20);
+  EXPECT_EQ(a.GetStats()->num_regions_released, 2);  // t and x
+  EXPECT_EQ(peer.free_region_head(), hy);
+  EXPECT_EQ(peer.free_region_tail(), hy);
+  EXPECT_TRUE(a.Validate().ok());
+  a.DeallocateRaw(w);
+  a.DeallocateRaw(z);
+  EXPECT_TRUE(a.Validate().ok());
+}
+
+// Over a coalescing sub-allocator, memory appended to a fully free region
+// joins it: the region leaves the list while it has a chunk in use and is on
+// it again, once, when it is fully free.
+TEST(AllocatorFreeRegionListTest, AJoinedRegionIsListedOnceWhenFullyFree) {
+  Allocator::Options o;
+  ASSERT_TRUE(ApplyAllocatorPreset(o, "low_footprint").ok());
+  o.allow_retry_on_failure = false;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+              /*total_memory=*/size_t{256} << 20, "test", o);
+  AllocatorTestPeer peer(a);
+  // A 32 MiB peak, given back; below it nothing is released: 6 MiB more
+  // are appended to x's fully free region and the joined free chunk is
+  // split for the request.
+  void* t = a.AllocateRaw(kMinAllocationSize, size_t{32} << 20);
+  ASSERT_NE(t, nullptr);
+  a.DeallocateRaw(t);
+  ASSERT_EQ(a.ReleaseFreeRegions(), size_t{32} << 20);
+  void* x = a.AllocateRaw(kMinAllocationSize, size_t{4} << 20);
+  ASSERT_NE(x, nullptr);
+  a.DeallocateRaw(x);
+  EXPECT_EQ(peer.free_region_head(), peer.HandleOf(x));
+  void* y = a.AllocateRaw(kMinAllocationSize, size_t{6} << 20);
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(peer.region_manager().regions().size(), 1u);
+  EXPECT_EQ(peer.num_free_region_links(), 0u);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  a.DeallocateRaw(y);
+  EXPECT_EQ(peer.num_free_region_links(), 1u);
+  EXPECT_EQ(peer.free_region_head(),
+            peer.HandleOf(peer.region_manager().regions()[0].ptr()));
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+}
 
 #if BFC_CHECK_LEVEL >= 2
 

@@ -71,7 +71,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -302,12 +301,19 @@ class Allocator {
   // (target: that fraction of the limit).
   void ReleaseFreeRegionsAbove(size_t needed, size_t target)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Marks chunk `h`, which spans a fully free pooled region, as freed now,
-  // for ReleaseFreeRegionsAbove's least-recently-freed order.
-  void StampFreeRegion(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // True when chunk `h` still spans a fully free region and was last
-  // stamped at `tick`.
-  bool IsStampedFreeRegion(uint64_t tick, ChunkHandle h) const
+  // Puts chunk `h`, which spans a fully free pooled region, at the most
+  // recent end of the free-region list (ReleaseFreeRegionsAbove's
+  // least-recently-freed order); moves it there if it is listed already.
+  void LinkFreeRegion(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Takes `h` off the free-region list if it is on it: it is being
+  // allocated from, merged away or released. O(1).
+  void UnlinkFreeRegion(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
+        h < free_region_links_.size() && free_region_links_[h].linked) {
+      UnlinkListedFreeRegion(h);
+    }
+  }
+  void UnlinkListedFreeRegion(ChunkHandle h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // With extend_by_missing_tail over a coalescing sub-allocator: the bytes
   // free at the end of the highest region (what memory appended there would
@@ -466,8 +472,8 @@ class Allocator {
   // region stays the size it was grown to (a coalescing one merges regions
   // into free ranges larger than any bound, so only the no-split rule holds).
   const bool oversize_filter_;
-  // Whether regions that become fully free are stamped (StampFreeRegion):
-  // only when an option releases them in that order.
+  // Whether fully free regions are kept in their least-recently-freed order
+  // (LinkFreeRegion): only when an option releases them in that order.
   const bool stamp_free_regions_;
   // PyTorch's kLargeBuffer: what an oversize request may leave unused.
   static constexpr size_t kMaxUnsplitWaste = size_t{20} << 20;
@@ -485,16 +491,23 @@ class Allocator {
   int num_waiters_ ABSL_GUARDED_BY(mutex_) = 0;
 
   size_t curr_region_allocation_bytes_ ABSL_GUARDED_BY(mutex_);
-  // Ticks for pool_release_threshold's order of fully-free regions.
-  uint64_t free_region_clock_ ABSL_GUARDED_BY(mutex_) = 0;
-  // (tick, chunk) of every stamp, oldest first: the fully free regions (by
-  // the one chunk spanning each) ReleaseFreeRegionsAbove may give back, in
-  // its order. Entries whose chunk was used, merged, released or stamped
-  // again since are stale and dropped when met.
-  std::deque<std::pair<uint64_t, ChunkHandle>> free_region_order_
-      ABSL_GUARDED_BY(mutex_);
-  // By chunk handle: the tick of the chunk's latest stamp.
-  std::vector<uint64_t> free_ticks_ ABSL_GUARDED_BY(mutex_);
+  // The fully free pooled regions, by the one chunk spanning each, least
+  // recently freed first: a doubly linked list threaded through
+  // free_region_links_ (indexed by chunk handle), so that listing, taking
+  // off and releasing are O(1) with no stale entries. Kept only with
+  // stamp_free_regions_; Validate checks that it holds exactly those
+  // regions.
+  struct FreeRegionLink {
+    ChunkHandle prev = internal::kInvalidChunkHandle;
+    ChunkHandle next = internal::kInvalidChunkHandle;
+    bool linked = false;
+  };
+  std::vector<FreeRegionLink> free_region_links_ ABSL_GUARDED_BY(mutex_);
+  ChunkHandle free_region_head_ ABSL_GUARDED_BY(mutex_) =
+      internal::kInvalidChunkHandle;
+  ChunkHandle free_region_tail_ ABSL_GUARDED_BY(mutex_) =
+      internal::kInvalidChunkHandle;
+  size_t num_free_region_links_ ABSL_GUARDED_BY(mutex_) = 0;
   size_t total_region_allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   internal::ChunkTable chunks_ ABSL_GUARDED_BY(mutex_);
   std::array<internal::Bin, kNumBins> bins_ ABSL_GUARDED_BY(mutex_);

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <deque>
 #include <exception>
 #include <limits>
 #include <string>
@@ -564,6 +563,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
     ChunkHandle h, size_t alignment, size_t rounded_bytes, size_t num_bytes,
     bool may_split) {
+  if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
+      chunks_[h].prev == kInvalidChunkHandle &&
+      chunks_[h].next == kInvalidChunkHandle) {
+    UnlinkFreeRegion(h);  // its region is not fully free any more
+  }
   if (alignment > kMinAllocationSize) {
     const size_t pad =
         AlignUp(chunks_[h].addr(), alignment) - chunks_[h].addr();
@@ -804,6 +808,7 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
       ChunkHandle last = region_manager_.get_handle(extended->ptr());
       while (chunks_[last].next != kInvalidChunkHandle)
         last = chunks_[last].next;
+      UnlinkFreeRegion(last);  // joined below; listed again if fully free
       chunks_[h].prev = last;
       chunks_[last].next = h;
     }
@@ -813,6 +818,7 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
     void* following = region_manager_.MergeWithFollowing(region->ptr());
     if (following != nullptr) {
       const ChunkHandle first = region_manager_.get_handle(following);
+      UnlinkFreeRegion(first);
       chunks_[h].next = first;
       chunks_[first].prev = h;
     }
@@ -825,9 +831,11 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
   }
   const ChunkHandle merged = TryToCoalesce(h);
   InsertFreeChunkIntoBin(merged);
-  if (stamp_free_regions_ && chunks_[merged].prev == kInvalidChunkHandle &&
-      chunks_[merged].next == kInvalidChunkHandle) {
-    StampFreeRegion(merged);
+  if (stamp_free_regions_) {
+    if (chunks_[merged].prev == kInvalidChunkHandle &&
+        chunks_[merged].next == kInvalidChunkHandle) {
+      LinkFreeRegion(merged);
+    }
   }
   WakeWaiters();  // the new region may have room for waiters too
   MaybeValidate("Extend");
@@ -869,6 +877,7 @@ size_t Allocator::ReleaseFreeRegions() {
 bool Allocator::ReleaseRegionLocked(internal::AllocationRegion r, bool binned) {
   const ChunkHandle h = region_manager_.get_handle(r.ptr());
   if (binned) RemoveFreeChunkFromBin(h);
+  UnlinkFreeRegion(h);
   DeleteChunk(h);
   if (r.dedicated()) --num_dedicated_regions_;
   const bool removed = region_manager_.RemoveAllocationRegion(r.ptr());
@@ -905,31 +914,39 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
   return released;
 }
 
-void Allocator::StampFreeRegion(ChunkHandle h) {
-  if (h >= free_ticks_.size()) {
-    free_ticks_.resize(std::max<size_t>(h + 1, 2 * free_ticks_.size()));
+void Allocator::LinkFreeRegion(ChunkHandle h) {
+  if (h >= free_region_links_.size()) {
+    free_region_links_.resize(
+        std::max<size_t>(h + 1, 2 * free_region_links_.size()));
   }
-  free_ticks_[h] = ++free_region_clock_;
-  free_region_order_.emplace_back(free_region_clock_, h);
-  // Entries go stale as regions are used again; keep the queue within a
-  // constant factor of the regions (amortized O(1) per stamp: at most one
-  // entry per region is live).
-  if (free_region_order_.size() > 2 * region_manager_.regions().size() + 64) {
-    std::deque<std::pair<uint64_t, ChunkHandle>> live;
-    for (const auto& [tick, handle] : free_region_order_) {
-      if (IsStampedFreeRegion(tick, handle)) live.emplace_back(tick, handle);
-    }
-    free_region_order_.swap(live);
+  if (free_region_links_[h].linked) UnlinkListedFreeRegion(h);
+  FreeRegionLink& link = free_region_links_[h];
+  link.linked = true;
+  link.prev = free_region_tail_;
+  link.next = kInvalidChunkHandle;
+  if (free_region_tail_ != kInvalidChunkHandle) {
+    free_region_links_[free_region_tail_].next = h;
+  } else {
+    free_region_head_ = h;
   }
+  free_region_tail_ = h;
+  ++num_free_region_links_;
 }
 
-bool Allocator::IsStampedFreeRegion(uint64_t tick, ChunkHandle h) const {
-  if (h >= free_ticks_.size() || free_ticks_[h] != tick) return false;
-  // A chunk with no neighbours spans its region; a recycled slot has no
-  // memory.
-  const Chunk& c = chunks_[h];
-  return c.ptr != nullptr && !c.in_use() && c.prev == kInvalidChunkHandle &&
-         c.next == kInvalidChunkHandle;
+void Allocator::UnlinkListedFreeRegion(ChunkHandle h) {
+  FreeRegionLink& link = free_region_links_[h];
+  if (link.prev != kInvalidChunkHandle) {
+    free_region_links_[link.prev].next = link.next;
+  } else {
+    free_region_head_ = link.next;
+  }
+  if (link.next != kInvalidChunkHandle) {
+    free_region_links_[link.next].prev = link.prev;
+  } else {
+    free_region_tail_ = link.prev;
+  }
+  link = FreeRegionLink();
+  --num_free_region_links_;
 }
 
 void Allocator::ReleaseFreeRegionsAbove(size_t needed, size_t target) {
@@ -937,15 +954,12 @@ void Allocator::ReleaseFreeRegionsAbove(size_t needed, size_t target) {
   const size_t room = needed <= target ? target - needed : 0;
   // Fully-free pooled regions, least recently freed first (PyTorch's
   // garbage_collection_threshold frees the blocks unused the longest): the
-  // queue holds every region in the order it last became fully free, so
-  // this costs what it releases plus the stale entries it drops.
+  // list holds exactly those regions, so this costs what it releases.
   bool released = false;
   while ((needed > target || total_region_allocated_bytes_ > room) &&
-         !free_region_order_.empty()) {
-    const auto [tick, h] = free_region_order_.front();
-    free_region_order_.pop_front();
-    if (!IsStampedFreeRegion(tick, h)) continue;
-    const Chunk& c = chunks_[h];
+         free_region_head_ != kInvalidChunkHandle) {
+    const Chunk& c = chunks_[free_region_head_];
+    // ReleaseRegionLocked takes it off the list.
     (void)ReleaseRegionLocked(internal::AllocationRegion(c.ptr, c.size),
                               /*binned=*/true);
     released = true;
@@ -1058,7 +1072,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(ChunkHandle h) {
   if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
       chunks_[merged].prev == kInvalidChunkHandle &&
       chunks_[merged].next == kInvalidChunkHandle) {
-    StampFreeRegion(merged);
+    LinkFreeRegion(merged);
   }
   WakeWaiters();
   MaybeValidate("Deallocate");

@@ -231,6 +231,56 @@ absl::Status Allocator::ValidateLocked() const {
     return fail("the region map holds ", region_manager_.num_handles(),
                 " chunk starts for ", chunks_seen, " chunks");
   }
+  // --- The free-region list holds exactly the fully free pooled regions ----
+  // (with stamp_free_regions_; none without), each once, in a consistent
+  // doubly linked order.
+  size_t fully_free = 0;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const internal::AllocationRegion& r = regions[i];
+    if (r.dedicated()) continue;
+    const ChunkHandle h = region_manager_.get_handle(r.ptr());
+    if (chunks_[h].in_use() || chunks_[h].size != r.memory_size()) continue;
+    ++fully_free;
+    const bool linked =
+        h < free_region_links_.size() && free_region_links_[h].linked;
+    if (linked != stamp_free_regions_) {
+      return fail(DescribeRegion(i, r),
+                  linked ? " is on the free-region list, which no option uses"
+                         : " is fully free but missing from the free-region "
+                           "list");
+    }
+  }
+  const size_t expected_links = stamp_free_regions_ ? fully_free : 0;
+  size_t links = 0;
+  ChunkHandle last = kInvalidChunkHandle;
+  for (ChunkHandle h = free_region_head_; h != kInvalidChunkHandle;
+       h = free_region_links_[h].next) {
+    if (links == expected_links) {
+      return fail("the free-region list is longer than the ", expected_links,
+                  " fully free pooled regions; entry ", links, " is handle ",
+                  h);
+    }
+    if (h >= free_region_links_.size() || !free_region_links_[h].linked ||
+        free_region_links_[h].prev != last) {
+      return fail("free-region list entry ", links, " (handle ", h,
+                  ") is not linked back to its predecessor ", last);
+    }
+    if (!chunks_.InRange(h) || chunks_[h].ptr == nullptr ||
+        chunks_[h].in_use() || chunks_[h].prev != kInvalidChunkHandle ||
+        chunks_[h].next != kInvalidChunkHandle) {
+      return fail("free-region list entry ", links, " (handle ", h,
+                  ") is not a chunk spanning a fully free region");
+    }
+    last = h;
+    ++links;
+  }
+  if (last != free_region_tail_ || links != expected_links ||
+      links != num_free_region_links_) {
+    return fail("the free-region list has ", links, " entries ending at ", last,
+                "; expected ", expected_links, " ending at the tail ",
+                free_region_tail_, " (count ", num_free_region_links_, ")");
+  }
+
   // Invariant 3, from the bins' side: each entry names a free chunk
   // (Bin::Validate) and each free chunk has an entry (above); equal counts
   // make that a one-to-one match.
