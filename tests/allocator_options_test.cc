@@ -44,16 +44,28 @@ TEST(AllocatorOptionsTest, TableListsEveryFieldOnceWithADoc) {
     EXPECT_EQ(FindAllocatorOptionField(f.name), &f);
     EXPECT_FALSE(AllocatorOptionToString(AllocatorOptions(), f.name).empty());
   }
-  EXPECT_EQ(names, (std::set<std::string>{
-                       "allow_growth", "allow_retry_on_failure",
-                       "garbage_collection", "fragmentation_fraction",
-                       "retry_timeout", "abort_on_invalid_input",
-                       "max_oom_logs", "record_allocation_sites",
-                       "growth_policy", "initial_region_bytes",
-                       "max_growth_step_bytes", "min_growth_step_bytes",
-                       "release_before_extend", "huge_allocation_bytes",
-                       "min_split_remainder_bytes", "max_split_bytes",
-                       "pool_release_threshold", "extend_by_missing_tail"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"allow_growth",
+                                   "allow_retry_on_failure",
+                                   "garbage_collection",
+                                   "fragmentation_fraction",
+                                   "retry_timeout",
+                                   "abort_on_invalid_input",
+                                   "max_oom_logs",
+                                   "record_allocation_sites",
+                                   "growth_policy",
+                                   "initial_region_bytes",
+                                   "max_growth_step_bytes",
+                                   "min_growth_step_bytes",
+                                   "release_before_extend",
+                                   "huge_allocation_bytes",
+                                   "min_split_remainder_bytes",
+                                   "max_split_bytes",
+                                   "pool_release_threshold",
+                                   "extend_by_missing_tail",
+                                   "reuse_follow_dependencies",
+                                   "reuse_allow_opportunistic",
+                                   "reuse_allow_internal_dependencies"}));
   EXPECT_EQ(FindAllocatorOptionField("colour"), nullptr);
 }
 

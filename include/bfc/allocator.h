@@ -93,6 +93,7 @@
 #include "bfc/internal/mutex.h"
 #include "bfc/internal/region_manager.h"
 #include "bfc/memory_dump.h"
+#include "bfc/stream_ops.h"
 #include "bfc/sub_allocator.h"
 
 namespace bfc {
@@ -109,6 +110,8 @@ struct AllocationAttributes {
   // A region of its own for this allocation, as Options::huge_allocation_bytes
   // gives large requests: exact, never split or reused, given back on free.
   bool dedicated = false;
+  // The stream that will use the memory (Allocator::AllocateOnStream).
+  StreamId stream = kImplicitStream;
 };
 
 class Allocator {
@@ -159,6 +162,60 @@ class Allocator {
   // OK for nullptr. InvalidArgument (state untouched) for a pointer this
   // allocator did not hand out or already took back.
   [[nodiscard]] absl::Status Deallocate(void* ptr);
+
+  // --- Streams: stream-ordered reuse (README "Streams") ----------------------
+  // Memory freed on stream P goes back to the pool at once, stamped with a
+  // fence (P, the count of frees on P): no CUDA call. P reuses it at once
+  // (stream order makes that safe). Another stream S reuses it only when
+  //   * S is known to wait for that free (NotifyStreamWait, or a wait the
+  //     allocator inserted) and reuse_follow_dependencies, or
+  //   * the free has completed on the device (an event recorded on P, found
+  //     complete) and reuse_allow_opportunistic, or
+  //   * no such chunk fits, and with reuse_allow_internal_dependencies the
+  //     allocator makes S wait for P's work (StreamOps::StreamWaitEvent)
+  //     before growing the pool;
+  // and, on the way to out-of-memory, after synchronizing the pending frees.
+  // The search takes the best fit among the chunks safe for S, so with one
+  // stream nothing changes: TF's placement, no extra work. Events are
+  // recorded only when another stream needs one, one per stream per batch of
+  // frees. Without StreamOps (SetStreamOps) only same-stream reuse and known
+  // waits apply. Calls that name no stream use kImplicitStream.
+  //
+  // Errors: InvalidArgument for a pointer this allocator did not hand out
+  // (state untouched), as Deallocate; Internal when a StreamOps call fails
+  // (its message follows; the memory stays safe: never handed out early).
+  absl::StatusOr<void*> AllocateOnStream(StreamId stream, size_t num_bytes,
+                                         size_t alignment = kMinAllocationSize);
+  [[nodiscard]] absl::Status DeallocateOnStream(void* ptr, StreamId stream);
+  // `ptr` (live) is also used by `stream`: when it is freed, its memory is
+  // not reused by a third stream before that use is done too (PyTorch's
+  // Tensor.record_stream).
+  [[nodiscard]] absl::Status RecordStreamUse(void* ptr, StreamId stream);
+  // The caller already made `consumer` wait for everything queued on
+  // `producer` so far (cudaStreamWaitEvent, or a synchronize): memory freed on
+  // `producer` before this call is safe for `consumer`.
+  [[nodiscard]] absl::Status NotifyStreamWait(StreamId consumer,
+                                              StreamId producer);
+  // Call before destroying `stream`: the allocator records one last event on
+  // it if memory freed on it may still be pending, and never names the
+  // stream to StreamOps again. A later call naming the same handle means a
+  // new stream.
+  [[nodiscard]] absl::Status ForgetStream(StreamId stream);
+  // The events for cross-stream reuse. FailedPrecondition once a stream
+  // other than kImplicitStream has been used, or when already set.
+  [[nodiscard]] absl::Status SetStreamOps(std::unique_ptr<StreamOps> ops);
+  // What cross-stream reuse cost so far (never reset).
+  struct StreamStats {
+    int64_t streams = 0;           // streams seen (kImplicitStream included)
+    int64_t events_recorded = 0;   // StreamOps::RecordEvent calls
+    int64_t event_queries = 0;     // StreamOps::QueryEvent calls
+    int64_t waits_inserted = 0;    // StreamOps::StreamWaitEvent calls
+    int64_t synchronizations = 0;  // StreamOps::SynchronizeEvent calls
+    int64_t stream_op_errors = 0;  // StreamOps calls that failed
+    // Free bytes whose fence is not yet known complete, right now.
+    int64_t bytes_pending = 0;
+  };
+  StreamStats GetStreamStats() const;
 
   bool TracksAllocationSizes() const { return true; }
   // For a live pointer from this allocator: what the caller asked for / the
@@ -240,6 +297,8 @@ class Allocator {
 
  private:
   using ChunkHandle = internal::ChunkHandle;
+  // A stream's index in streams_; 0 is kImplicitStream.
+  using StreamSlot = uint32_t;
   using BinNum = internal::BinNum;
 
   // --- The allocation path (src/core/allocator.cc tells it in order) -------
@@ -282,9 +341,11 @@ class Allocator {
                        bool dedicated) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Best fit for `rounded_bytes` at `alignment`, taken out of its bin, or
   // kInvalidChunkHandle (nothing changed). With max_split_bytes, a chunk too
-  // large for the request (MaxFitFor) is not taken unless `any_size`.
+  // large for the request (MaxFitFor) is not taken unless `any_size`. Once
+  // several streams are in use, only chunks safe for alloc_stream_ (unless
+  // `unsafe_ok`).
   ChunkHandle FindChunk(size_t alignment, size_t rounded_bytes,
-                        bool any_size = false)
+                        bool any_size = false, bool unsafe_ok = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // With max_split_bytes: the size a chunk must stay below to serve a request
   // of `rounded_bytes` (PyTorch: a small request never takes an oversize
@@ -381,7 +442,9 @@ class Allocator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees the live chunk `h` (from InUseChunk): coalesces, bins, wakes
   // waiters.
-  void FreeChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // `stream`: the slot it is freed on (its fence's stream).
+  void FreeChunk(ChunkHandle h, StreamSlot stream = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Logs a caller's mistake (an invalid free or request), the first 10 in
   // full and then one line per power-of-two count of suppressed ones; aborts
   // only with Options::abort_on_invalid_input.
@@ -404,6 +467,108 @@ class Allocator {
               const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // RenderOccupancy's body.
   std::string RenderOccupancyLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  // --- Streams (src/core/allocator_streams.cc) -----------------------------
+  // A fence is 0 (clean), one stream's point (slot << kFenceSeqBits | seq:
+  // the seq-th free stamped on that stream), or, with kMultiFenceBit, an
+  // index into multi_fences_ (several streams' points, for memory used by
+  // several streams or merged from chunks freed on different ones).
+  static constexpr int kFenceSeqBits = 40;
+  static constexpr uint64_t kFenceSeqMask = (uint64_t{1} << kFenceSeqBits) - 1;
+  static constexpr uint64_t kMultiFenceBit = uint64_t{1} << 63;
+  static constexpr StreamSlot kMaxStreams = StreamSlot{1} << 22;
+  struct StreamState {
+    StreamId id = kImplicitStream;
+    bool forgotten = false;
+    uint64_t seq = 0;        // points stamped on it so far
+    uint64_t recorded = 0;   // the point the newest event covers
+    uint64_t completed = 0;  // the point known complete
+    // Recorded events not yet known complete, oldest first, with the point
+    // each covers.
+    std::vector<std::pair<StreamOps::Event, uint64_t>> events;
+    // (producer, point): this stream waits for the producer's work up to
+    // that point (NotifyStreamWait or a wait the allocator inserted).
+    std::vector<std::pair<StreamSlot, uint64_t>> waits_for;
+  };
+  struct MultiFence {
+    std::vector<std::pair<StreamSlot, uint64_t>> parts;  // by slot, unique
+    uint32_t refs = 0;  // chunks holding it; 0: on free_multi_fences_
+  };
+  // The slot of `stream`, registering it (and leaving single-stream mode)
+  // when new; ResourceExhausted past kMaxStreams.
+  absl::StatusOr<StreamSlot> SlotFor(StreamId stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The fence a free on `slot` stamps now (with the uses RecordStreamUse
+  // added to chunk h).
+  uint64_t StampFree(ChunkHandle h, StreamSlot slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Every (slot, point) of `fence`.
+  void FenceParts(uint64_t fence,
+                  std::vector<std::pair<StreamSlot, uint64_t>>* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether memory behind `fence` may be used by `slot` now, from what is
+  // known (no StreamOps call).
+  bool FenceSafeFor(uint64_t fence, StreamSlot slot) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool PointSafeFor(StreamSlot producer, uint64_t point, StreamSlot slot) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool FenceComplete(uint64_t fence) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A merge's fence: both points of every stream kept (the later of two on
+  // one stream). Takes over the references of `a` and `b`.
+  uint64_t JoinFences(uint64_t a, uint64_t b)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  uint64_t MakeFence(std::vector<std::pair<StreamSlot, uint64_t>>& parts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RefFence(uint64_t fence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void UnrefFence(uint64_t fence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sets chunk h's fence to `fence` (whose reference it takes over), giving
+  // up the one it held.
+  void SetFence(ChunkHandle h, uint64_t fence)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    uint64_t& f = chunks_[h].fence;
+    if (ABSL_PREDICT_FALSE(f != 0)) UnrefFence(f);
+    f = fence;
+  }
+  // An event on `producer` covering `point` (recorded now if none does);
+  // nullptr with *error set when StreamOps failed or there is none.
+  StreamOps::Event EventCovering(StreamSlot producer, uint64_t point,
+                                 absl::Status* error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Queries the recorded events of every stream (oldest first) and advances
+  // what is known complete. With reuse_allow_opportunistic only.
+  void PollStreams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Records events for the points of `fence` not yet covered, so that a
+  // later poll can see them complete.
+  void CoverFence(uint64_t fence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Makes `slot` wait for every point of `fence` it is not yet safe for.
+  absl::Status InsertWaits(uint64_t fence, StreamSlot slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Blocks until every point of `fence` has completed.
+  absl::Status SynchronizeFence(uint64_t fence)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Blocks until every free stamped so far, on every stream, has completed
+  // (the out-of-memory ladder, ReleaseFreeRegions). False when a call
+  // failed (what did complete is still known).
+  bool SynchronizeAllStreams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // After FindChunk found nothing safe for alloc_stream_: poll, then (with
+  // reuse_allow_internal_dependencies) take the best unsafe fit after making
+  // the stream wait for it. kInvalidChunkHandle when neither works.
+  ChunkHandle FindChunkAcrossStreams(size_t alignment, size_t rounded_bytes,
+                                     bool any_size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // FindChunk(any_size), then FindChunkAcrossStreams: after the pool grew.
+  ChunkHandle FindChunkForAnyStream(size_t alignment, size_t rounded_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A StreamOps failure: counted, logged, kept for the caller's status.
+  void StreamOpFailed(const absl::Status& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The shared front of the stream-naming public calls.
+  absl::Status FreeOnStream(void* ptr, StreamId stream, const char* what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Validate's stream part.
+  absl::Status ValidateStreamsLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // --- Checks (src/core/allocator_validate.cc) -----------------------------
@@ -508,6 +673,22 @@ class Allocator {
   ChunkHandle free_region_tail_ ABSL_GUARDED_BY(mutex_) =
       internal::kInvalidChunkHandle;
   size_t num_free_region_links_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Streams. While only kImplicitStream is used (multi_stream_ false) no
+  // fence is stamped and the search is TF's.
+  bool multi_stream_ ABSL_GUARDED_BY(mutex_) = false;
+  std::vector<StreamState> streams_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<StreamId, StreamSlot> stream_slots_
+      ABSL_GUARDED_BY(mutex_);
+  std::unique_ptr<StreamOps> stream_ops_ ABSL_GUARDED_BY(mutex_);
+  std::vector<MultiFence> multi_fences_ ABSL_GUARDED_BY(mutex_);
+  std::vector<uint32_t> free_multi_fences_ ABSL_GUARDED_BY(mutex_);
+  // In-use chunks other streams also use (RecordStreamUse).
+  absl::flat_hash_map<ChunkHandle, std::vector<StreamSlot>> extra_uses_
+      ABSL_GUARDED_BY(mutex_);
+  // The stream of the allocation in progress.
+  StreamSlot alloc_stream_ ABSL_GUARDED_BY(mutex_) = 0;
+  StreamStats stream_stats_ ABSL_GUARDED_BY(mutex_);
+  absl::Status stream_error_ ABSL_GUARDED_BY(mutex_);
   size_t total_region_allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   internal::ChunkTable chunks_ ABSL_GUARDED_BY(mutex_);
   std::array<internal::Bin, kNumBins> bins_ ABSL_GUARDED_BY(mutex_);

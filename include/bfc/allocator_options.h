@@ -115,7 +115,17 @@ enum class GrowthPolicy {
   X(bool, extend_by_missing_tail, false, kBool, "",                           \
     "With a coalescing sub-allocator, grow by what the free tail of the "     \
     "newest region lacks rather than by the whole request (PyTorch's "        \
-    "expandable segments)")
+    "expandable segments)")                                                   \
+  X(bool, reuse_follow_dependencies, true, kBool, "",                         \
+    "A stream may reuse memory freed on another stream it is known to wait "  \
+    "for (CUDA: cudaMemPoolReuseFollowEventDependencies)")                    \
+  X(bool, reuse_allow_opportunistic, true, kBool, "",                         \
+    "A stream may reuse memory whose free on another stream has completed "   \
+    "(CUDA: cudaMemPoolReuseAllowOpportunistic)")                             \
+  X(bool, reuse_allow_internal_dependencies, true, kBool, "",                 \
+    "A stream may reuse memory still pending on another stream after the "    \
+    "allocator makes it wait for that work, before growing the pool (CUDA: "  \
+    "cudaMemPoolReuseAllowInternalDependencies)")
 
 struct AllocatorOptions {
 #define BFC_INTERNAL_DECLARE_OPTION(type, name, default_value, kind, unit, \

@@ -49,6 +49,12 @@
  *       pool_release_threshold  a fraction of the limit in [0, 1], 0: off
  *                                                       (default 0)
  *       extend_by_missing_tail  true | false            (default false)
+ *       reuse_follow_dependencies true | false          (default true)
+ *       reuse_allow_opportunistic true | false          (default true)
+ *       reuse_allow_internal_dependencies true | false  (default true)
+ *                               stream-ordered reuse across streams
+ *                               (backend:cuda; CUDA's cudaMemPoolReuse*
+ *                               attributes of the same meaning)
  *       memory_limit            bytes, with an optional unit: B, KB, KiB, MB,
  *                               MiB, GB, GiB, TB, TiB, PB, PiB (1000- or
  *                               1024-based)

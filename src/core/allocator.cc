@@ -150,6 +150,8 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
       pool_release_target_(
           PoolReleaseTarget(options.pool_release_threshold, total_memory)) {
   internal::MutexLock lock(&mutex_);
+  streams_.emplace_back();  // slot 0: kImplicitStream
+  stream_slots_.emplace(kImplicitStream, 0);
   // Without growth the first Extend takes the whole limit; nothing is taken
   // here, so constructing an allocator is free.
   const size_t capped = std::min(total_memory, internal::kMaxRoundableBytes);
@@ -196,6 +198,14 @@ Allocator::~Allocator() {
             name_, outstanding, HumanBytes(outstanding_bytes),
             outstanding_bytes) +
             LeakReportLocked(/*top_n=*/10));
+  }
+  if (stream_ops_ != nullptr) {
+    for (StreamState& st : streams_) {
+      for (const auto& [event, covers] : st.events) {
+        stream_ops_->ReleaseEvent(event);
+      }
+      st.events.clear();
+    }
   }
   if (sub_allocator_ != nullptr) {
     // A Free that throws is logged and the others still run.
@@ -290,6 +300,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
     // A huge request never takes a pooled chunk: it gets its own region.
     if (ABSL_PREDICT_FALSE(rounded >= huge_threshold_)) return nullptr;
     internal::MutexLock lock(&mutex_);
+    alloc_stream_ = 0;
     const ChunkHandle h = FindChunk(alignment, rounded);
     if (h != kInvalidChunkHandle) {
       return AllocateChunk(h, alignment, rounded, num_bytes);
@@ -306,8 +317,11 @@ void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes) {
 
 void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
                              const AllocationAttributes& attr) {
-  // A dedicated request never takes a pooled chunk.
-  void* ptr = attr.dedicated ? nullptr : AllocateFast(alignment, num_bytes);
+  // A dedicated request never takes a pooled chunk; the fast path is the
+  // implicit stream's.
+  void* ptr = attr.dedicated || attr.stream != kImplicitStream
+                  ? nullptr
+                  : AllocateFast(alignment, num_bytes);
   if (ABSL_PREDICT_TRUE(ptr != nullptr)) return ptr;
   return AllocateSlow(alignment, num_bytes, attr);
 }
@@ -363,6 +377,16 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
                                 absl::Status* failure) {
   internal::MutexLock lock(&mutex_);
   const bool dedicated = attr.dedicated || rounded >= huge_threshold_;
+  StreamSlot slot = 0;
+  if (ABSL_PREDICT_FALSE(attr.stream != kImplicitStream)) {
+    absl::StatusOr<StreamSlot> s = SlotFor(attr.stream);
+    if (!s.ok()) {
+      if (failure != nullptr) *failure = s.status();
+      return nullptr;
+    }
+    slot = *s;
+  }
+  alloc_stream_ = slot;
   void* ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
   if (ptr != nullptr) return ptr;
   absl::Status cause = FailureCauseLocked();
@@ -386,6 +410,7 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
       ++stats_.num_retries;
       freed_cv_.WaitWithDeadline(&mutex_, deadline);
       --num_waiters_;
+      alloc_stream_ = slot;  // another thread's call may have set it
       ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
       if (ptr != nullptr) return ptr;
       cause = FailureCauseLocked();
@@ -470,6 +495,11 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     return AllocateChunk(d, alignment, rounded, num_bytes, /*may_split=*/false);
   }
   ChunkHandle h = FindChunk(alignment, rounded);
+  if (ABSL_PREDICT_FALSE(multi_stream_) && h == kInvalidChunkHandle) {
+    // Nothing safe for this stream yet: what completed since, then what a
+    // wait makes safe, before growing.
+    h = FindChunkAcrossStreams(alignment, rounded, /*any_size=*/false);
+  }
   if (h == kInvalidChunkHandle) {
     // Memory nobody uses goes back before more is taken: the pool then
     // holds what is live plus what the new region adds.
@@ -496,25 +526,68 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
       const size_t tail = alignment > kMinAllocationSize ? 0 : FreeTailBytes();
       if (tail > 0 && tail < rounded &&
           Extend(kMinAllocationSize, rounded - tail)) {
-        h = FindChunk(alignment, rounded, /*any_size=*/true);
+        h = FindChunkForAnyStream(alignment, rounded);
       }
     }
     if (h == kInvalidChunkHandle && Extend(alignment, rounded)) {
-      h = FindChunk(alignment, rounded, /*any_size=*/true);
+      h = FindChunkForAnyStream(alignment, rounded);
+    }
+    // Out of memory with other streams' frees pending: wait for them all
+    // (PyTorch's synchronize_and_free_events), then look again.
+    if (ABSL_PREDICT_FALSE(multi_stream_) && h == kInvalidChunkHandle) {
+      (void)SynchronizeAllStreams();
+      h = FindChunkForAnyStream(alignment, rounded);
     }
     // Last resort before failing: give fully-free regions back so the
     // sub-allocator can hand out one larger region.
     if (h == kInvalidChunkHandle && DeallocateFreeRegions(rounded) &&
         Extend(alignment, rounded)) {
-      h = FindChunk(alignment, rounded, /*any_size=*/true);
+      h = FindChunkForAnyStream(alignment, rounded);
     }
   }
   if (h == kInvalidChunkHandle) return nullptr;
   return AllocateChunk(h, alignment, rounded, num_bytes);
 }
 
+Allocator::ChunkHandle Allocator::FindChunkAcrossStreams(size_t alignment,
+                                                         size_t rounded_bytes,
+                                                         bool any_size) {
+  // What other streams freed may have completed since: look (one query per
+  // recorded event), after recording events for the best fit's streams so
+  // that the next look can see them.
+  ChunkHandle best =
+      FindChunk(alignment, rounded_bytes, any_size, /*unsafe_ok=*/true);
+  if (best == kInvalidChunkHandle) return kInvalidChunkHandle;
+  const uint64_t fence = chunks_[best].fence;
+  InsertFreeChunkIntoBin(best);  // back, unchanged
+  CoverFence(fence);
+  PollStreams();
+  ChunkHandle h = FindChunk(alignment, rounded_bytes, any_size);
+  if (h != kInvalidChunkHandle) return h;
+  if (!opts_.reuse_allow_internal_dependencies || stream_ops_ == nullptr) {
+    return kInvalidChunkHandle;
+  }
+  // The best fit, once this stream waits for the work still using it.
+  h = FindChunk(alignment, rounded_bytes, any_size, /*unsafe_ok=*/true);
+  if (h == kInvalidChunkHandle) return kInvalidChunkHandle;
+  if (!InsertWaits(chunks_[h].fence, alloc_stream_).ok()) {
+    InsertFreeChunkIntoBin(h);
+    return kInvalidChunkHandle;
+  }
+  return h;
+}
+
+Allocator::ChunkHandle Allocator::FindChunkForAnyStream(size_t alignment,
+                                                        size_t rounded_bytes) {
+  ChunkHandle h = FindChunk(alignment, rounded_bytes, /*any_size=*/true);
+  if (ABSL_PREDICT_FALSE(multi_stream_) && h == kInvalidChunkHandle) {
+    h = FindChunkAcrossStreams(alignment, rounded_bytes, /*any_size=*/true);
+  }
+  return h;
+}
+
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
-    size_t alignment, size_t rounded_bytes, bool any_size) {
+    size_t alignment, size_t rounded_bytes, bool any_size, bool unsafe_ok) {
   const BinNum bin_num = BinNumForSize(rounded_bytes);
   const bool over_aligned = alignment > kMinAllocationSize;
   // With max_split_bytes, chunks at or above `below` are not for this
@@ -522,13 +595,27 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
   const size_t below = ABSL_PREDICT_FALSE(oversize_filter_) && !any_size
                            ? MaxFitFor(rounded_bytes)
                            : std::numeric_limits<size_t>::max();
+  // Once several streams are in use, only chunks safe for this one.
+  const bool safe_only = ABSL_PREDICT_FALSE(multi_stream_) && !unsafe_ok;
   uint32_t candidates = non_empty_bins_ & (~uint32_t{0} << bin_num);
   while (candidates != 0) {
     const BinNum b = __builtin_ctz(candidates);
     candidates &= candidates - 1;
     internal::Bin::Entry entry;
     bool found;
-    if (!over_aligned) {
+    if (ABSL_PREDICT_FALSE(safe_only)) {
+      // The best fit among the chunks this stream may use now.
+      if (internal::BinNumToSize(b) >= below) break;
+      found = bins_[b].TakeFirst(
+          rounded_bytes,
+          [&](const internal::Bin::Entry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            const uintptr_t pad = AlignUp(e.addr, alignment) - e.addr;
+            return e.size < below && e.size >= pad &&
+                   e.size - pad >= rounded_bytes &&
+                   FenceSafeFor(chunks_[e.handle].fence, alloc_stream_);
+          },
+          &entry);
+    } else if (!over_aligned) {
       if (ABSL_PREDICT_TRUE(below == std::numeric_limits<size_t>::max())) {
         found = bins_[b].TakeBestFit(rounded_bytes, &entry);
       } else {
@@ -598,6 +685,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
                  rest >= min_split_remainder_)) {
     InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
   }
+  if (ABSL_PREDICT_FALSE(chunks_[h].fence != 0)) SetFence(h, 0);
   Chunk& c = chunks_[h];
   c.requested_size = num_bytes;
   c.allocation_id = next_allocation_id_++;
@@ -877,6 +965,7 @@ size_t Allocator::ReleaseFreeRegions() {
 bool Allocator::ReleaseRegionLocked(internal::AllocationRegion r, bool binned) {
   const ChunkHandle h = region_manager_.get_handle(r.ptr());
   if (binned) RemoveFreeChunkFromBin(h);
+  SetFence(h, 0);
   UnlinkFreeRegion(h);
   DeleteChunk(h);
   if (r.dedicated()) --num_dedicated_regions_;
@@ -899,10 +988,16 @@ bool Allocator::ReleaseRegionLocked(internal::AllocationRegion r, bool binned) {
 }
 
 size_t Allocator::ReleaseFreeRegionsLocked() {
+  // Memory another stream's work may still use is not given back before
+  // that work is done (PyTorch's empty_cache synchronizes its events too);
+  // what a failed synchronization leaves pending stays.
+  if (ABSL_PREDICT_FALSE(multi_stream_)) (void)SynchronizeAllStreams();
   std::vector<internal::AllocationRegion> to_release;
   for (const internal::AllocationRegion& r : region_manager_.regions()) {
     const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
-    if (!c.in_use() && c.size == r.memory_size()) to_release.push_back(r);
+    if (!c.in_use() && c.size == r.memory_size() && FenceComplete(c.fence)) {
+      to_release.push_back(r);
+    }
   }
   size_t released = 0;
   for (const internal::AllocationRegion& r : to_release) {
@@ -956,13 +1051,19 @@ void Allocator::ReleaseFreeRegionsAbove(size_t needed, size_t target) {
   // garbage_collection_threshold frees the blocks unused the longest): the
   // list holds exactly those regions, so this costs what it releases.
   bool released = false;
+  ChunkHandle h = free_region_head_;
   while ((needed > target || total_region_allocated_bytes_ > room) &&
-         free_region_head_ != kInvalidChunkHandle) {
-    const Chunk& c = chunks_[free_region_head_];
-    // ReleaseRegionLocked takes it off the list.
-    (void)ReleaseRegionLocked(internal::AllocationRegion(c.ptr, c.size),
-                              /*binned=*/true);
-    released = true;
+         h != kInvalidChunkHandle) {
+    const ChunkHandle next = free_region_links_[h].next;
+    const Chunk& c = chunks_[h];
+    // Memory another stream's work may still use stays (no waiting here).
+    if (FenceComplete(c.fence)) {
+      // ReleaseRegionLocked takes it off the list.
+      (void)ReleaseRegionLocked(internal::AllocationRegion(c.ptr, c.size),
+                                /*binned=*/true);
+      released = true;
+    }
+    h = next;
   }
   // The limit has room again: waiters may now Extend.
   if (released) WakeWaiters();
@@ -1053,12 +1154,22 @@ absl::Status Allocator::Deallocate(void* ptr) {
       absl::StrCat("Allocator '", name_, "': ", DescribeInvalidPointer(ptr)));
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(ChunkHandle h) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(
+    ChunkHandle h, StreamSlot stream) {
   MarkFree(h);
+  if (ABSL_PREDICT_FALSE(multi_stream_)) {
+    chunks_[h].fence = StampFree(h, stream);  // an in-use chunk has none
+  }
   if (ABSL_PREDICT_FALSE(num_dedicated_regions_ > 0)) {
     const internal::AllocationRegion* r =
         region_manager_.RegionFor(chunks_[h].ptr);
     if (r != nullptr && r->dedicated()) {
+      if (ABSL_PREDICT_FALSE(!FenceComplete(chunks_[h].fence))) {
+        // Given back at once, so its stream's work must be done first (as
+        // cudaFree synchronizes); on a StreamOps failure (logged) it goes
+        // back anyway: a broken device is past saving.
+        (void)SynchronizeFence(chunks_[h].fence);
+      }
       // Its own region, its only chunk: given back at once, never pooled.
       stats_.huge_bytes_in_use -= static_cast<int64_t>(chunks_[h].size);
       (void)ReleaseRegionLocked(*r, /*binned=*/false);
@@ -1076,6 +1187,43 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(ChunkHandle h) {
   }
   WakeWaiters();
   MaybeValidate("Deallocate");
+}
+
+// Stream-naming frees and uses (the rest of streams: allocator_streams.cc);
+// here because they share FreeChunk and InUseChunk, inlined in this file.
+absl::Status Allocator::FreeOnStream(void* ptr, StreamId stream,
+                                     const char* what) {
+  const ChunkHandle h = InUseChunk(ptr);
+  if (h == kInvalidChunkHandle) {
+    ++stats_.num_invalid_frees;
+    MaybeValidate(what);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Allocator '", name_, "': ", what, ": ", DescribeInvalidPointer(ptr)));
+  }
+  absl::StatusOr<StreamSlot> slot = SlotFor(stream);
+  if (!slot.ok()) return slot.status();  // nothing freed
+  FreeChunk(h, *slot);
+  return absl::OkStatus();
+}
+
+absl::Status Allocator::RecordStreamUse(void* ptr, StreamId stream) {
+  internal::MutexLock lock(&mutex_);
+  const ChunkHandle h = InUseChunk(ptr);
+  if (h == kInvalidChunkHandle) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Allocator '", name_,
+                     "': RecordStreamUse: ", DescribeInvalidPointer(ptr)));
+  }
+  absl::StatusOr<StreamSlot> slot = SlotFor(stream);
+  if (!slot.ok()) return slot.status();
+  // While only the implicit stream is in use there is nothing to fence.
+  if (!multi_stream_) return absl::OkStatus();
+  std::vector<StreamSlot>& uses = extra_uses_[h];
+  if (std::find(uses.begin(), uses.end(), *slot) == uses.end()) {
+    uses.push_back(*slot);
+  }
+  MaybeValidate("RecordStreamUse");
+  return absl::OkStatus();
 }
 
 void Allocator::ReportInvalid(const std::string& message) {
@@ -1164,6 +1312,11 @@ Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
   c.size = num_bytes;
   n.prev = h;
   n.next = c.next;
+  if (ABSL_PREDICT_FALSE(c.fence != 0)) {
+    // The remainder was used (or is pending) exactly as the whole was.
+    n.fence = c.fence;
+    RefFence(n.fence);
+  }
   if (c.next != kInvalidChunkHandle) chunks_[c.next].prev = nh;
   c.next = nh;
   region_manager_.set_handle(n.ptr, nh);
@@ -1185,10 +1338,17 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::Merge(ChunkHandle h1,
   c1.size += c2.size;
   c1.next = c2.next;
   if (c2.next != kInvalidChunkHandle) chunks_[c2.next].prev = h1;
+  if (ABSL_PREDICT_FALSE((c1.fence | c2.fence) != 0)) {
+    c1.fence = JoinFences(c1.fence, c2.fence);
+    chunks_[h2].fence = 0;  // its reference went to the join
+  }
   DeleteChunk(h2);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::DeleteChunk(ChunkHandle h) {
+  // Its fence went to a merge or was dropped by the caller (multi-fences are
+  // counted).
+  BFC_DCHECK_EQ(chunks_[h].fence, uint64_t{0});
   const bool unmapped = region_manager_.erase(chunks_[h].ptr);
   BFC_DCHECK(unmapped);
   chunks_.Deallocate(h);

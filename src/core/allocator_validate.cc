@@ -334,6 +334,7 @@ absl::Status Allocator::ValidateLocked() const {
     return fail("peak_pool_bytes ", *stats_.peak_pool_bytes, " < pool_bytes ",
                 *stats_.pool_bytes);
   }
+  if (absl::Status st = ValidateStreamsLocked(); !st.ok()) return st;
   if (stats_.num_allocs < 0 || stats_.largest_alloc_size < 0 ||
       stats_.num_retries < 0) {
     return fail("negative counters: num_allocs ", stats_.num_allocs,

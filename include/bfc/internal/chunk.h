@@ -42,9 +42,11 @@ struct Chunk {
   // Physical neighbours in the same region, or kInvalidChunkHandle.
   ChunkHandle prev = kInvalidChunkHandle;
   ChunkHandle next = kInvalidChunkHandle;
+  // A free chunk's stream fence (Allocator, "Streams"): 0 while clean (never
+  // used, or its last use is known complete) and always while in use.
+  uint64_t fence = 0;
   // No bin number is stored (TF keeps one): a free chunk's bin is a function
-  // of its size (BinNumForSize), and 40 bytes instead of 48 per chunk is a
-  // sixth of the chunk table.
+  // of its size (BinNumForSize).
 
   bool in_use() const { return allocation_id != -1; }
   uintptr_t addr() const { return reinterpret_cast<uintptr_t>(ptr); }

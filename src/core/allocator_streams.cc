@@ -1,0 +1,535 @@
+// File: src/core/allocator_streams.cc
+// -----------------------------------------------------------------------------
+//
+// Stream-ordered reuse (bfc/allocator.h, "Streams"): fences on chunks.
+//
+// A free on stream P stamps the chunk with P's next point, (P, ++seq[P]),
+// and makes no CUDA call. What the allocator knows about each stream is
+// monotone: `completed` (every point up to it has run: an event found
+// complete, or synchronized) and, per consumer, `waits_for` (the consumer
+// waits for the producer up to a point). A chunk is safe for S when every
+// point of its fence is on S, complete, or waited for by S. Fences are never
+// re-keyed: a merge keeps both fences' points (the later one of the same
+// stream), a split remainder keeps its parent's fence, and a fence becomes
+// clean only on allocation — never replaced by one not proven to come after
+// it (rapidsai/rmm#2489).
+//
+// Events are recorded lazily, one per stream per batch of frees, only when
+// another stream or the out-of-memory path needs to know about its points;
+// a point is covered by any event recorded after it (stream order).
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/allocator.h"
+#include "bfc/log.h"
+
+namespace bfc {
+
+using internal::Chunk;
+using internal::ChunkHandle;
+using internal::kInvalidChunkHandle;
+
+namespace {
+
+std::string StreamName(StreamId s) { return absl::StrFormat("%p", s); }
+
+}  // namespace
+
+// --- Public calls -----------------------------------------------------------
+
+absl::Status Allocator::SetStreamOps(std::unique_ptr<StreamOps> ops) {
+  internal::MutexLock lock(&mutex_);
+  if (ops == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Allocator '", name_, "': SetStreamOps(nullptr)"));
+  }
+  if (stream_ops_ != nullptr || multi_stream_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Allocator '", name_,
+        "': SetStreamOps must come before any stream other than the "
+        "implicit one is used, and only once"));
+  }
+  stream_ops_ = std::move(ops);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> Allocator::AllocateOnStream(StreamId stream,
+                                                  size_t num_bytes,
+                                                  size_t alignment) {
+  AllocationAttributes attr;
+  attr.stream = stream;
+  return Allocate(num_bytes, alignment, attr);
+}
+
+absl::Status Allocator::DeallocateOnStream(void* ptr, StreamId stream) {
+  if (ptr == nullptr) return absl::OkStatus();
+  internal::MutexLock lock(&mutex_);
+  return FreeOnStream(ptr, stream, "DeallocateOnStream");
+}
+
+absl::Status Allocator::NotifyStreamWait(StreamId consumer, StreamId producer) {
+  internal::MutexLock lock(&mutex_);
+  absl::StatusOr<StreamSlot> c = SlotFor(consumer);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<StreamSlot> p = SlotFor(producer);
+  if (!p.ok()) return p.status();
+  if (*c == *p) return absl::OkStatus();
+  const uint64_t point = streams_[*p].seq;
+  std::vector<std::pair<StreamSlot, uint64_t>>& w = streams_[*c].waits_for;
+  auto it = std::find_if(w.begin(), w.end(),
+                         [&](const auto& e) { return e.first == *p; });
+  if (it == w.end()) {
+    w.emplace_back(*p, point);
+  } else {
+    it->second = std::max(it->second, point);
+  }
+  MaybeValidate("NotifyStreamWait");
+  return absl::OkStatus();
+}
+
+absl::Status Allocator::ForgetStream(StreamId stream) {
+  internal::MutexLock lock(&mutex_);
+  auto it = stream_slots_.find(stream);
+  if (it == stream_slots_.end() || it->second == 0) {
+    // Unknown (never used: nothing to forget) or the implicit stream, which
+    // lives as long as the process.
+    return absl::OkStatus();
+  }
+  const StreamSlot slot = it->second;
+  StreamState& st = streams_[slot];
+  absl::Status result;
+  if (st.seq > st.completed && st.recorded < st.seq) {
+    // One last event, so that the stream's pending points can still be
+    // learnt after it is gone (events outlive their stream).
+    if (stream_ops_ != nullptr) {
+      (void)EventCovering(slot, st.seq, &result);
+    }
+  }
+  st.forgotten = true;
+  stream_slots_.erase(it);
+  // Nobody waits for a forgotten stream's future work, and it waits for
+  // nothing any more.
+  st.waits_for.clear();
+  MaybeValidate("ForgetStream");
+  return result;
+}
+
+Allocator::StreamStats Allocator::GetStreamStats() const {
+  internal::MutexLock lock(&mutex_);
+  StreamStats s = stream_stats_;
+  s.streams = static_cast<int64_t>(streams_.size());
+  s.bytes_pending = 0;
+  for (const internal::Bin& bin : bins_) {
+    bin.ForEach([&](const internal::Bin::Entry& e)
+                    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+                      const uint64_t f = chunks_[e.handle].fence;
+                      if (f != 0 && !FenceComplete(f)) {
+                        s.bytes_pending += static_cast<int64_t>(e.size);
+                      }
+                    });
+  }
+  return s;
+}
+
+// --- Slots and fences -------------------------------------------------------
+
+absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
+  auto it = stream_slots_.find(stream);
+  if (ABSL_PREDICT_TRUE(it != stream_slots_.end())) return it->second;
+  if (streams_.size() >= kMaxStreams) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Allocator '", name_, "': more than ", kMaxStreams,
+                     " streams used over its lifetime; stream ",
+                     StreamName(stream), " refused"));
+  }
+  const auto slot = static_cast<StreamSlot>(streams_.size());
+  streams_.emplace_back();
+  streams_.back().id = stream;
+  stream_slots_.emplace(stream, slot);
+  if (!multi_stream_) {
+    // Leaving single-stream mode: memory freed so far on the implicit stream
+    // may still be in use by its work; fence it all with one point.
+    multi_stream_ = true;
+    const uint64_t point = ++streams_[0].seq;
+    for (internal::Bin& bin : bins_) {
+      bin.ForEach([&](const internal::Bin::Entry& e)
+                      ABSL_NO_THREAD_SAFETY_ANALYSIS {    // under mutex_
+                        chunks_[e.handle].fence = point;  // slot 0
+                      });
+    }
+  }
+  return slot;
+}
+
+uint64_t Allocator::StampFree(ChunkHandle h, StreamSlot slot) {
+  const uint64_t own = ++streams_[slot].seq;
+  auto it = extra_uses_.find(h);
+  if (ABSL_PREDICT_TRUE(it == extra_uses_.end())) {
+    return uint64_t{slot} << kFenceSeqBits | own;
+  }
+  std::vector<std::pair<StreamSlot, uint64_t>> parts;
+  parts.emplace_back(slot, own);
+  for (StreamSlot u : it->second) {
+    if (u != slot) parts.emplace_back(u, ++streams_[u].seq);
+  }
+  extra_uses_.erase(it);
+  return MakeFence(parts);
+}
+
+void Allocator::FenceParts(
+    uint64_t fence, std::vector<std::pair<StreamSlot, uint64_t>>* out) const {
+  out->clear();
+  if (fence == 0) return;
+  if (fence & kMultiFenceBit) {
+    const MultiFence& m = multi_fences_[fence & ~kMultiFenceBit];
+    out->assign(m.parts.begin(), m.parts.end());
+    return;
+  }
+  out->emplace_back(static_cast<StreamSlot>(fence >> kFenceSeqBits),
+                    fence & kFenceSeqMask);
+}
+
+bool Allocator::PointSafeFor(StreamSlot producer, uint64_t point,
+                             StreamSlot slot) const {
+  if (producer == slot) return true;
+  if (point <= streams_[producer].completed) return true;
+  if (opts_.reuse_follow_dependencies) {
+    for (const auto& [p, upto] : streams_[slot].waits_for) {
+      if (p == producer) return point <= upto;
+    }
+  }
+  return false;
+}
+
+bool Allocator::FenceSafeFor(uint64_t fence, StreamSlot slot) const {
+  if (fence == 0) return true;
+  if (ABSL_PREDICT_TRUE(!(fence & kMultiFenceBit))) {
+    return PointSafeFor(static_cast<StreamSlot>(fence >> kFenceSeqBits),
+                        fence & kFenceSeqMask, slot);
+  }
+  for (const auto& [p, q] : multi_fences_[fence & ~kMultiFenceBit].parts) {
+    if (!PointSafeFor(p, q, slot)) return false;
+  }
+  return true;
+}
+
+bool Allocator::FenceComplete(uint64_t fence) const {
+  if (fence == 0) return true;
+  if (!(fence & kMultiFenceBit)) {
+    return (fence & kFenceSeqMask) <=
+           streams_[fence >> kFenceSeqBits].completed;
+  }
+  for (const auto& [p, q] : multi_fences_[fence & ~kMultiFenceBit].parts) {
+    if (q > streams_[p].completed) return false;
+  }
+  return true;
+}
+
+uint64_t Allocator::MakeFence(
+    std::vector<std::pair<StreamSlot, uint64_t>>& parts) {
+  // One point per stream: the latest.
+  std::sort(parts.begin(), parts.end());
+  size_t n = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (n > 0 && parts[n - 1].first == parts[i].first) {
+      parts[n - 1].second = std::max(parts[n - 1].second, parts[i].second);
+    } else {
+      parts[n++] = parts[i];
+    }
+  }
+  parts.resize(n);
+  if (n == 0) return 0;
+  if (n == 1)
+    return uint64_t{parts[0].first} << kFenceSeqBits | parts[0].second;
+  uint32_t index;
+  if (!free_multi_fences_.empty()) {
+    index = free_multi_fences_.back();
+    free_multi_fences_.pop_back();
+  } else {
+    index = static_cast<uint32_t>(multi_fences_.size());
+    multi_fences_.emplace_back();
+  }
+  MultiFence& m = multi_fences_[index];
+  m.parts = parts;
+  m.refs = 1;
+  return kMultiFenceBit | index;
+}
+
+void Allocator::RefFence(uint64_t fence) {
+  if (fence & kMultiFenceBit) ++multi_fences_[fence & ~kMultiFenceBit].refs;
+}
+
+void Allocator::UnrefFence(uint64_t fence) {
+  if (!(fence & kMultiFenceBit)) return;
+  const auto index = static_cast<uint32_t>(fence & ~kMultiFenceBit);
+  MultiFence& m = multi_fences_[index];
+  BFC_DCHECK_GT(m.refs, 0u);
+  if (--m.refs == 0) {
+    m.parts.clear();
+    free_multi_fences_.push_back(index);
+  }
+}
+
+uint64_t Allocator::JoinFences(uint64_t a, uint64_t b) {
+  if (b == 0 || a == b) {
+    if (a == b) UnrefFence(b);
+    return a;
+  }
+  if (a == 0) return b;
+  if (!((a | b) & kMultiFenceBit) &&
+      (a >> kFenceSeqBits) == (b >> kFenceSeqBits)) {
+    return std::max(a, b);  // one stream: the later point
+  }
+  std::vector<std::pair<StreamSlot, uint64_t>> parts, more;
+  FenceParts(a, &parts);
+  FenceParts(b, &more);
+  parts.insert(parts.end(), more.begin(), more.end());
+  UnrefFence(a);
+  UnrefFence(b);
+  return MakeFence(parts);
+}
+
+// --- Events
+// -------------------------------------------------------------------
+
+void Allocator::StreamOpFailed(const absl::Status& s) {
+  ++stream_stats_.stream_op_errors;
+  stream_error_ = s;
+  Log(LogSeverity::kError,
+      absl::StrCat("Allocator '", name_, "': ", s.message(),
+                   " (the memory involved stays unused until it is known "
+                   "safe)"));
+}
+
+StreamOps::Event Allocator::EventCovering(StreamSlot producer, uint64_t point,
+                                          absl::Status* error) {
+  StreamState& st = streams_[producer];
+  for (const auto& [event, covers] : st.events) {
+    if (covers >= point) return event;
+  }
+  if (stream_ops_ == nullptr || st.forgotten) {
+    // A forgotten stream's last event (if any) was in `events`; without
+    // StreamOps nothing can be learnt.
+    return nullptr;
+  }
+  ++stream_stats_.events_recorded;
+  absl::StatusOr<StreamOps::Event> e = stream_ops_->RecordEvent(st.id);
+  if (!e.ok()) {
+    *error = e.status();
+    StreamOpFailed(e.status());
+    return nullptr;
+  }
+  // Recorded now, after every free stamped so far on the stream.
+  st.recorded = st.seq;
+  st.events.emplace_back(*e, st.seq);
+  return *e;
+}
+
+void Allocator::PollStreams() {
+  if (stream_ops_ == nullptr || !opts_.reuse_allow_opportunistic) return;
+  for (StreamState& st : streams_) {
+    size_t done = 0;
+    for (; done < st.events.size(); ++done) {
+      ++stream_stats_.event_queries;
+      absl::StatusOr<bool> complete =
+          stream_ops_->QueryEvent(st.events[done].first);
+      if (!complete.ok()) {
+        StreamOpFailed(complete.status());
+        break;
+      }
+      if (!*complete) break;
+      st.completed = std::max(st.completed, st.events[done].second);
+    }
+    for (size_t i = 0; i < done; ++i) {
+      stream_ops_->ReleaseEvent(st.events[i].first);
+    }
+    st.events.erase(st.events.begin(),
+                    st.events.begin() + static_cast<long>(done));
+  }
+}
+
+void Allocator::CoverFence(uint64_t fence) {
+  if (stream_ops_ == nullptr) return;
+  std::vector<std::pair<StreamSlot, uint64_t>> parts;
+  FenceParts(fence, &parts);
+  for (const auto& [p, q] : parts) {
+    if (q > streams_[p].completed && q > streams_[p].recorded) {
+      absl::Status error;
+      (void)EventCovering(p, q, &error);
+    }
+  }
+}
+
+absl::Status Allocator::InsertWaits(uint64_t fence, StreamSlot slot) {
+  if (stream_ops_ == nullptr) {
+    return absl::FailedPreconditionError("no StreamOps");
+  }
+  std::vector<std::pair<StreamSlot, uint64_t>> parts;
+  FenceParts(fence, &parts);
+  for (const auto& [p, q] : parts) {
+    if (PointSafeFor(p, q, slot)) continue;
+    absl::Status error;
+    StreamOps::Event e = EventCovering(p, q, &error);
+    if (e == nullptr) {
+      return error.ok() ? absl::FailedPreconditionError(
+                              absl::StrCat("no event can cover stream ",
+                                           StreamName(streams_[p].id)))
+                        : error;
+    }
+    ++stream_stats_.waits_inserted;
+    absl::Status s = stream_ops_->StreamWaitEvent(streams_[slot].id, e);
+    if (!s.ok()) {
+      StreamOpFailed(s);
+      return s;
+    }
+    // The event covers at least q: the stream now waits up to its point.
+    uint64_t covers = q;
+    for (const auto& [event, c] : streams_[p].events) {
+      if (event == e) covers = c;
+    }
+    std::vector<std::pair<StreamSlot, uint64_t>>& w = streams_[slot].waits_for;
+    bool known = false;
+    for (auto& [producer, upto] : w) {
+      if (producer != p) continue;
+      upto = std::max(upto, covers);
+      known = true;
+    }
+    if (!known) w.emplace_back(p, covers);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Allocator::SynchronizeFence(uint64_t fence) {
+  std::vector<std::pair<StreamSlot, uint64_t>> parts;
+  FenceParts(fence, &parts);
+  for (const auto& [p, q] : parts) {
+    StreamState& st = streams_[p];
+    if (q <= st.completed) continue;
+    absl::Status error;
+    StreamOps::Event e = EventCovering(p, q, &error);
+    if (e == nullptr) {
+      return error.ok() ? absl::FailedPreconditionError(absl::StrCat(
+                              "no event can cover stream ", StreamName(st.id)))
+                        : error;
+    }
+    ++stream_stats_.synchronizations;
+    absl::Status s = stream_ops_->SynchronizeEvent(e);
+    if (!s.ok()) {
+      StreamOpFailed(s);
+      return s;
+    }
+    // Everything up to this event (and the events before it) completed.
+    size_t done = 0;
+    while (done < st.events.size()) {
+      st.completed = std::max(st.completed, st.events[done].second);
+      const bool last = st.events[done].first == e;
+      ++done;
+      if (last) break;
+    }
+    for (size_t i = 0; i < done; ++i) {
+      stream_ops_->ReleaseEvent(st.events[i].first);
+    }
+    st.events.erase(st.events.begin(),
+                    st.events.begin() + static_cast<long>(done));
+  }
+  return absl::OkStatus();
+}
+
+bool Allocator::SynchronizeAllStreams() {
+  bool ok = true;
+  for (StreamSlot p = 0; p < streams_.size(); ++p) {
+    const uint64_t seq = streams_[p].seq;
+    if (seq <= streams_[p].completed) continue;
+    if (!SynchronizeFence(uint64_t{p} << kFenceSeqBits | seq).ok()) ok = false;
+  }
+  return ok;
+}
+
+// --- Checks
+// -------------------------------------------------------------------
+
+absl::Status Allocator::ValidateStreamsLocked() const {
+  auto fail = [&](auto&&... parts) {
+    return absl::InternalError(
+        absl::StrCat("Allocator '", name_, "': ", parts...));
+  };
+  if (streams_.empty() || streams_[0].id != kImplicitStream) {
+    return fail("stream slot 0 is not the implicit stream");
+  }
+  for (StreamSlot p = 0; p < streams_.size(); ++p) {
+    const StreamState& st = streams_[p];
+    if (st.completed > st.seq || st.recorded > st.seq) {
+      return fail("stream ", p, " knows points past its last one (seq ", st.seq,
+                  ", completed ", st.completed, ", recorded ", st.recorded,
+                  ")");
+    }
+    uint64_t last = 0;
+    for (const auto& [event, covers] : st.events) {
+      if (event == nullptr || covers < last || covers > st.seq) {
+        return fail("stream ", p, ": its events are not in point order");
+      }
+      last = covers;
+    }
+    for (const auto& [producer, upto] : st.waits_for) {
+      if (producer >= streams_.size() || upto > streams_[producer].seq) {
+        return fail("stream ", p, " waits for stream ", producer,
+                    " past its last point");
+      }
+    }
+    if (!st.forgotten) {
+      auto it = stream_slots_.find(st.id);
+      if (it == stream_slots_.end() || it->second != p) {
+        return fail("stream ", p, " is live but not mapped to its slot");
+      }
+    }
+  }
+  if (stream_slots_.size() > streams_.size()) {
+    return fail("more stream handles than slots");
+  }
+  // Fences: only on free chunks, naming existing streams' stamped points;
+  // every multi-fence referenced exactly as often as it says.
+  std::vector<uint32_t> refs(multi_fences_.size(), 0);
+  std::vector<std::pair<StreamSlot, uint64_t>> parts;
+  for (const internal::AllocationRegion& r : region_manager_.regions()) {
+    for (ChunkHandle h = region_manager_.get_handle(r.ptr());
+         h != kInvalidChunkHandle; h = chunks_[h].next) {
+      const Chunk& c = chunks_[h];
+      if (c.fence == 0) continue;
+      if (c.in_use()) {
+        return fail("in-use chunk ", h, " keeps a fence");
+      }
+      if (c.fence & kMultiFenceBit) {
+        const uint64_t index = c.fence & ~kMultiFenceBit;
+        if (index >= multi_fences_.size() || multi_fences_[index].refs == 0) {
+          return fail("chunk ", h, " names a free multi-fence ", index);
+        }
+        ++refs[index];
+      }
+      FenceParts(c.fence, &parts);
+      for (const auto& [p, q] : parts) {
+        if (p >= streams_.size() || q == 0 || q > streams_[p].seq) {
+          return fail("chunk ", h, " has a fence (stream ", p, ", point ", q,
+                      ") never stamped");
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < multi_fences_.size(); ++i) {
+    if (refs[i] != multi_fences_[i].refs) {
+      return fail("multi-fence ", i, " counts ", multi_fences_[i].refs,
+                  " chunks but ", refs[i], " hold it");
+    }
+  }
+  for (const auto& [h, uses] : extra_uses_) {
+    if (!chunks_.InRange(h) || !chunks_[h].in_use()) {
+      return fail("stream uses recorded for chunk ", h, ", not in use");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bfc
