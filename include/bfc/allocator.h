@@ -204,6 +204,9 @@ class Allocator {
   // The events for cross-stream reuse. FailedPrecondition once a stream
   // other than kImplicitStream has been used, or when already set.
   [[nodiscard]] absl::Status SetStreamOps(std::unique_ptr<StreamOps> ops);
+  // Whether SetStreamOps was given events (cross-stream reuse can learn of
+  // completion and insert waits).
+  bool HasStreamOps() const;
   // What cross-stream reuse cost so far (never reset).
   struct StreamStats {
     int64_t streams = 0;           // streams seen (kImplicitStream included)

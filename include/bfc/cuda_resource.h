@@ -38,15 +38,21 @@
 // deallocate(stream, ptr, bytes, alignment). The overloads do not collide:
 // cuda::stream_ref is not constructible from an integer.
 //
-// Streams: bfc is not stream-ordered (yet).
-//   * allocate_async returns memory that is free now, so it is ready for any
-//     stream at once; it does not wait for anything.
-//   * deallocate_async FIRST SYNCHRONIZES THE STREAM (CudaStreamSynchronize)
-//     and only then returns the memory to the pool, so that the memory is
-//     never handed out again while work queued on `stream` may still use it.
-//     This blocks the calling thread. If the synchronization fails (a broken
-//     context), the memory is deliberately not returned (it leaks) and the
-//     failure is logged: reusing it could corrupt a live kernel's data.
+// Streams. Over an allocator with events (Allocator::SetStreamOps with
+// bfc::CudaStreamOps, bfc/cuda_stream_ops.h) the async calls are
+// stream-ordered, as cudaMallocAsync is:
+//   * allocate_async(bytes, alignment, stream) is AllocateOnStream: memory
+//     freed on `stream` is reused at once; memory freed on another stream
+//     only when its free has completed or after `stream` is made to wait for
+//     it (a cuStreamWaitEvent, no host block);
+//   * deallocate_async(ptr, bytes, alignment, stream) is DeallocateOnStream:
+//     it returns at once; the memory is fenced by `stream`'s work.
+// Over an allocator without events the resource cannot learn when another
+// stream's work is done, so it falls back to what it did before streams:
+// deallocate_async FIRST SYNCHRONIZES THE STREAM (CudaStreamSynchronize) and
+// only then frees (the memory is then ready for any stream); if that
+// synchronization fails (a broken context) the memory is deliberately not
+// returned (it leaks) and the failure is logged.
 //
 // Errors: a request the pool cannot serve (out of memory, a resource whose
 // kind does not match the allocator's memory type) returns nullptr and is
@@ -135,19 +141,34 @@ class BasicCudaResource {
 
   // --- CCCL 3.0: cuda::mr::async_resource ----------------------------------
 
-  // Memory free now: usable on `stream` (and any other) at once.
+  // Memory safe for `stream` (see the header comment).
   void* allocate_async(size_t bytes, size_t alignment,
-                       cuda::stream_ref /*stream*/) {
-    return allocate(bytes, alignment);
+                       cuda::stream_ref stream) {
+    if (!allocator_->HasStreamOps()) return allocate(bytes, alignment);
+    if (!Serves(*allocator_)) return allocate(bytes, alignment);  // logs
+    AllocationAttributes attr;
+    attr.stream = static_cast<StreamId>(stream.get());
+    return allocator_->AllocateRaw(alignment, bytes, attr);
   }
   void* allocate_async(size_t bytes, cuda::stream_ref stream) {
     return allocate_async(bytes, cuda::mr::default_cuda_malloc_alignment,
                           stream);
   }
-  // Synchronizes `stream`, then frees (see the header comment).
+  // Frees in `stream`'s order, or synchronizes `stream` first when the
+  // allocator has no events (see the header comment).
   void deallocate_async(void* ptr, size_t bytes, size_t alignment,
                         cuda::stream_ref stream) noexcept {
     if (ptr == nullptr) return;
+    if (allocator_->HasStreamOps()) {
+      // A foreign pointer is counted by the allocator (and logged here).
+      const absl::Status s = allocator_->DeallocateOnStream(
+          ptr, static_cast<StreamId>(stream.get()));
+      if (!s.ok()) {
+        Log(LogSeverity::kError,
+            std::string("bfc::BasicCudaResource: ") + std::string(s.message()));
+      }
+      return;
+    }
     const absl::Status synced =
         CudaStreamSynchronize(static_cast<void*>(stream.get()));
     if (!synced.ok()) {

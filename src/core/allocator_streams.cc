@@ -118,6 +118,11 @@ absl::Status Allocator::ForgetStream(StreamId stream) {
   return result;
 }
 
+bool Allocator::HasStreamOps() const {
+  internal::MutexLock lock(&mutex_);
+  return stream_ops_ != nullptr;
+}
+
 Allocator::StreamStats Allocator::GetStreamStats() const {
   internal::MutexLock lock(&mutex_);
   StreamStats s = stream_stats_;
