@@ -21,7 +21,11 @@
 //   byte 2  fragmentation_fraction (0: default; else byte/255); in modes
 //           1-3 its bits 0-2 also set max_split_bytes 512 KiB,
 //           pool_release_threshold 0.5 and extend_by_missing_tail
-//   then operations, one opcode byte each followed by its arguments.
+//   then operations, one opcode byte each followed by its arguments. An
+//   allocation's `how` byte picks its stream (bits 2-3: the implicit stream
+//   or streams 1-3); a status free with bit 1 set frees on the stream of
+//   bits 2-3 (DeallocateOnStream). Events are simulated (FuzzStreamOps):
+//   they complete after a few queries; waits and synchronizations succeed.
 //
 // After every operation the harness checks Validate() and a shadow model:
 // live pointers never overlap, each lies in memory the sub-allocator handed
@@ -74,6 +78,36 @@ class Reader {
 
 // Error lines logged by the library while a harness runs (the sink is
 // process-wide; the harness is single-threaded).
+// Events that complete on their third query (or when synchronized): enough
+// to drive every path of stream-ordered reuse (poll, wait, synchronize)
+// without a device; reuse races are the race checker's
+// (tests/allocator_streams_test.cc).
+class FuzzStreamOps : public StreamOps {
+ public:
+  absl::StatusOr<Event> RecordEvent(StreamId) override {
+    queries_.push_back(0);
+    return reinterpret_cast<Event>(queries_.size());
+  }
+  absl::StatusOr<bool> QueryEvent(Event e) override {
+    return ++queries_[reinterpret_cast<uintptr_t>(e) - 1] >= 3;
+  }
+  absl::Status StreamWaitEvent(StreamId, Event) override {
+    return absl::OkStatus();
+  }
+  absl::Status SynchronizeEvent(Event e) override {
+    queries_[reinterpret_cast<uintptr_t>(e) - 1] = 3;
+    return absl::OkStatus();
+  }
+  void ReleaseEvent(Event) override {}
+
+ private:
+  std::vector<int> queries_;
+};
+
+inline StreamId FuzzStream(unsigned bits) {
+  return bits == 0 ? kImplicitStream : reinterpret_cast<StreamId>(bits * 16);
+}
+
 inline int64_t& LoggedErrors() {
   static int64_t n = 0;
   return n;
@@ -206,6 +240,9 @@ class Harness {
     auto sub = std::make_unique<testing::FakeSubAllocator>(f, journal_);
     fake_ = sub.get();
     alloc_ = std::make_unique<Allocator>(std::move(sub), limit_, "fuzz", o);
+    if (!alloc_->SetStreamOps(std::make_unique<FuzzStreamOps>()).ok()) {
+      Fail("SetStreamOps on a new allocator failed");
+    }
   }
 
   size_t PickSize() {
@@ -269,6 +306,7 @@ class Harness {
     const bool status_call = how & 1;
     AllocationAttributes attr;
     attr.retry_on_failure = how & 2;
+    attr.stream = FuzzStream((how >> 2) & 3);
     last_op_ = absl::StrFormat("allocate %d bytes, alignment %d, %s", n,
                                alignment, status_call ? "status" : "raw");
     const Expect e = Classify(alignment, n);
@@ -333,13 +371,16 @@ class Harness {
   }
 
   // Frees `p` and checks the outcome against the model.
-  void FreeAndCheck(void* p, bool status_call) {
+  void FreeAndCheck(void* p, uint8_t how) {
+    const bool status_call = how & 1;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     auto it = live_.find(a);
     const bool valid = it != live_.end();
     const int64_t errors = LoggedErrors();
     if (status_call) {
-      const absl::Status s = alloc_->Deallocate(p);
+      const absl::Status s =
+          (how & 2) ? alloc_->DeallocateOnStream(p, FuzzStream((how >> 2) & 3))
+                    : alloc_->Deallocate(p);
       if (p == nullptr || valid) {
         if (!s.ok())
           return Fail(absl::StrCat("valid free failed: ", s.ToString()));
@@ -444,18 +485,18 @@ class Harness {
       case 7:
       case 8: {
         const uint16_t k = in_.u16();
-        const bool status_call = in_.u8() & 1;
+        const uint8_t how = in_.u8();
         last_op_ = "free live";
-        FreeAndCheck(NthLive(k), status_call);
+        FreeAndCheck(NthLive(k), how);
         break;
       }
       case 9:
       case 10: {
         void* p = PickBogus();
-        const bool status_call = in_.u8() & 1;
+        const uint8_t how = in_.u8();
         last_op_ = absl::StrFormat("free bogus %p", p);
         CheckQueries(p);
-        FreeAndCheck(p, status_call);
+        FreeAndCheck(p, how);
         break;
       }
       case 11:
@@ -574,7 +615,7 @@ class Harness {
     for (const auto& [a, l] : live_) {
       if (i++ % 2 == 0) victims.push_back(a);
     }
-    for (uintptr_t a : victims) FreeAndCheck(reinterpret_cast<void*>(a), false);
+    for (uintptr_t a : victims) FreeAndCheck(reinterpret_cast<void*>(a), 0);
     if (failed_) return;
     CheckModel();
     alloc_.reset();
