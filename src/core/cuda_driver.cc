@@ -104,6 +104,12 @@ Loaded Load() {
   BFC_RESOLVE(MemFreeHost, "cuMemFreeHost");
   BFC_RESOLVE(MemGetInfo, "cuMemGetInfo");
   BFC_RESOLVE(StreamSynchronize, "cuStreamSynchronize");
+  BFC_RESOLVE(StreamWaitEvent, "cuStreamWaitEvent");
+  BFC_RESOLVE(EventCreate, "cuEventCreate");
+  BFC_RESOLVE(EventRecord, "cuEventRecord");
+  BFC_RESOLVE(EventQuery, "cuEventQuery");
+  BFC_RESOLVE(EventSynchronize, "cuEventSynchronize");
+  BFC_RESOLVE(EventDestroy, "cuEventDestroy");
 #undef BFC_RESOLVE
 
   CUresult result = d.DriverGetVersion(&d.version);

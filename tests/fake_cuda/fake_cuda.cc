@@ -20,7 +20,10 @@
 //     freeing an unknown pointer, twice, or with the wrong call (a device
 //     pointer to cuMemFreeHost) is CUDA_ERROR_INVALID_VALUE;
 //   * streams and events, with work that stays pending while a test holds
-//     the stream (fake_cuda_control.h);
+//     the stream (fake_cuda_control.h); cuStreamWaitEvent makes work queued
+//     on a stream afterwards depend on the event as recorded at that call
+//     (an event recorded on the stream later completes only when the
+//     waited-for work has, transitively), as on a device;
 //   * any call can be made to fail on its Nth use with a chosen error.
 //
 // Not implemented: kernels, copies, VMM (cuMemCreate/Map), memory pools;
@@ -33,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -64,16 +68,53 @@ struct Allocation {
   size_t mapped;
 };
 
+struct Stream;
+
+// What one cuEventRecord captured: the stream's own work so far, and every
+// event state the stream had been made to wait for.
+struct EventState {
+  Stream* stream = nullptr;
+  bool pending = false;     // recorded while the stream was held
+  uint64_t release_at = 0;  // own work done once stream->releases exceeds it
+  std::vector<std::shared_ptr<EventState>> waits;
+};
+
 struct Stream {
   bool held = false;
   uint64_t releases = 0;  // times the hold was released
+  // Events (as recorded when waited for) later work here depends on.
+  std::vector<std::shared_ptr<EventState>> waits;
 };
 
 struct Event {
-  Stream* stream = nullptr;  // where it was last recorded (nullptr: never)
-  bool pending = false;      // recorded while the stream was held
-  uint64_t release_at = 0;   // complete once stream->releases exceeds this
+  std::shared_ptr<EventState> state;  // nullptr: never recorded
 };
+
+bool Complete(const EventState& e) {
+  if (e.pending && e.stream->releases <= e.release_at) return false;
+  for (const auto& w : e.waits) {
+    if (!Complete(*w)) return false;
+  }
+  return true;
+}
+
+// Whether all work queued on `st` so far has completed.
+bool StreamIdle(Stream* st) {
+  if (st->held) return false;
+  for (const auto& w : st->waits) {
+    if (!Complete(*w)) return false;
+  }
+  return true;
+}
+
+// Drops waits that completed (they can never hold anything up again).
+void PruneWaits(Stream* st) {
+  std::vector<std::shared_ptr<EventState>> left;
+  for (auto& w : st->waits) {
+    if (!Complete(*w)) left.push_back(std::move(w));
+  }
+  st->waits.swap(left);
+}
 
 struct Failure {
   int countdown;
@@ -378,14 +419,14 @@ FAKE_EXPORT CUresult cuStreamQuery(CUstream stream) {
   FAKE_ENTER("cuStreamQuery", true);
   Stream* st = ToStream(s, stream);
   if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
-  return st->held ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  return StreamIdle(st) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
   FAKE_ENTER("cuStreamSynchronize", true);
   Stream* st = ToStream(s, stream);
   if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
-  s.released.wait(lock, [&] { return !st->held; });
+  s.released.wait(lock, [&] { return StreamIdle(st); });
   return CUDA_SUCCESS;
 }
 
@@ -404,9 +445,13 @@ FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
   Stream* st = ToStream(s, stream);
   if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
   auto* e = reinterpret_cast<Event*>(event);
-  e->stream = st;
-  e->pending = st->held;
-  e->release_at = st->releases;
+  PruneWaits(st);
+  auto state = std::make_shared<EventState>();
+  state->stream = st;
+  state->pending = st->held;
+  state->release_at = st->releases;
+  state->waits = st->waits;
+  e->state = std::move(state);
   return CUDA_SUCCESS;
 }
 
@@ -414,9 +459,7 @@ FAKE_EXPORT CUresult cuEventQuery(CUevent event) {
   FAKE_ENTER("cuEventQuery", true);
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   auto* e = reinterpret_cast<Event*>(event);
-  if (e->pending && e->stream->releases <= e->release_at) {
-    return CUDA_ERROR_NOT_READY;
-  }
+  if (e->state != nullptr && !Complete(*e->state)) return CUDA_ERROR_NOT_READY;
   return CUDA_SUCCESS;
 }
 
@@ -424,8 +467,24 @@ FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
   FAKE_ENTER("cuEventSynchronize", true);
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   auto* e = reinterpret_cast<Event*>(event);
-  s.released.wait(
-      lock, [&] { return !e->pending || e->stream->releases > e->release_at; });
+  s.released.wait(lock,
+                  [&] { return e->state == nullptr || Complete(*e->state); });
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event,
+                                       unsigned int flags) {
+  FAKE_ENTER("cuStreamWaitEvent", true);
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Stream* st = ToStream(s, stream);
+  if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
+  auto* e = reinterpret_cast<Event*>(event);
+  // An event never recorded, or complete, holds nothing up.
+  if (e->state != nullptr && !Complete(*e->state)) {
+    PruneWaits(st);
+    st->waits.push_back(e->state);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -544,6 +603,7 @@ const Proc kProcs[] = {
     FAKE_PROC("cuEventQuery", cuEventQuery),
     FAKE_PROC("cuEventSynchronize", cuEventSynchronize),
     FAKE_PROC("cuEventDestroy", cuEventDestroy_v2),
+    FAKE_PROC("cuStreamWaitEvent", cuStreamWaitEvent),
     FAKE_PROC("cuGetErrorName", cuGetErrorName),
     FAKE_PROC("cuGetErrorString", cuGetErrorString),
 };

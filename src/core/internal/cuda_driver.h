@@ -20,8 +20,9 @@
 //   cuDevicePrimaryCtxRetain, cuCtxGetCurrent, cuCtxSetCurrent,
 //   cuCtxPushCurrent (_v2), cuCtxPopCurrent (_v2), cuCtxGetDevice,
 //   cuMemAlloc (_v2), cuMemFree (_v2), cuMemHostAlloc, cuMemFreeHost,
-//   cuMemGetInfo (_v2), cuStreamSynchronize, cuGetErrorName,
-//   cuGetErrorString.
+//   cuMemGetInfo (_v2), cuStreamSynchronize, cuStreamWaitEvent,
+//   cuEventCreate, cuEventRecord, cuEventQuery, cuEventSynchronize,
+//   cuEventDestroy (_v2), cuGetErrorName, cuGetErrorString.
 // cuGetProcAddress_v2 itself exists from driver 12.0 on.
 //
 // Thread safety: Get() is safe from any thread; the table is immutable once
@@ -83,6 +84,12 @@ struct CudaDriver {
   decltype(&::cuMemFreeHost) MemFreeHost = nullptr;
   decltype(&::cuMemGetInfo_v2) MemGetInfo = nullptr;
   decltype(&::cuStreamSynchronize) StreamSynchronize = nullptr;
+  decltype(&::cuStreamWaitEvent) StreamWaitEvent = nullptr;
+  decltype(&::cuEventCreate) EventCreate = nullptr;
+  decltype(&::cuEventRecord) EventRecord = nullptr;
+  decltype(&::cuEventQuery) EventQuery = nullptr;
+  decltype(&::cuEventSynchronize) EventSynchronize = nullptr;
+  decltype(&::cuEventDestroy_v2) EventDestroy = nullptr;
   decltype(&::cuGetErrorName) GetErrorName = nullptr;
   decltype(&::cuGetErrorString) GetErrorString = nullptr;
 };
