@@ -45,6 +45,11 @@ typedef const char* (*error_fn)(void);
 typedef size_t (*bytes_fn)(int);
 typedef int (*count_fn)(int);
 typedef int (*create_stream_fn)(bfc_stream_t*, unsigned);
+typedef int (*query_stream_fn)(bfc_stream_t);
+typedef void (*hold_fn)(void*);
+typedef long (*call_count_fn)(const char*);
+typedef int (*record_stream_fn)(void*, int, bfc_stream_t);
+typedef void (*void_fn)(void);
 
 static void* must_sym(void* lib, const char* name) {
   void* p = dlsym(lib, name);
@@ -162,6 +167,118 @@ int main(int argc, char** argv) {
   void* q = cupy_malloc(NULL, 1000, num_devices - 1);
   CHECK(q != NULL, "cupy: %s", last_error());
   cupy_free(NULL, q, num_devices - 1);
+
+  /* Streams, as PyTorch drives them (fake driver only: it holds a stream's
+   * work pending). */
+  hold_fn hold = NULL, release = NULL;
+  call_count_fn call_count = NULL;
+  query_stream_fn query = NULL;
+  if (driver != NULL && dlsym(driver, "fake_cuda_is_fake") != NULL) {
+    hold = (hold_fn)dlsym(driver, "fake_cuda_hold_stream");
+    release = (hold_fn)dlsym(driver, "fake_cuda_release_stream");
+    call_count = (call_count_fn)dlsym(driver, "fake_cuda_call_count");
+    query = (query_stream_fn)dlsym(driver, "cuStreamQuery");
+  }
+  record_stream_fn record_stream =
+      (record_stream_fn)must_sym(lib, "bfc_record_stream");
+  void_fn reset = (void_fn)must_sym(lib, "bfc_reset_for_testing");
+  const int kNotReady = 600; /* CUDA_ERROR_NOT_READY */
+  if (hold != NULL && create_stream != NULL) {
+    /* 1. A block freed on stream 1 while its kernel is pending is never
+     * handed to stream 2 unless stream 2 is made to wait for it (then
+     * stream 2 cannot finish first). */
+    void* a = torch_malloc(8 << 20, 0, streams[1]);
+    CHECK(a != NULL, "%s", last_error());
+    hold(streams[1]);
+    torch_free(a, 8 << 20, 0, streams[1]);
+    const long waits = call_count("cuStreamWaitEvent");
+    void* b = torch_malloc(8 << 20, 0, streams[2]);
+    CHECK(b != NULL, "%s", last_error());
+    if (b == a) {
+      CHECK(query(streams[2]) == kNotReady,
+            "stream 2 got stream 1's pending block without waiting for it");
+      CHECK(call_count("cuStreamWaitEvent") == waits + 1, "one wait");
+    }
+    /* 2. record_stream: stream 2 also uses c; freed on stream 2's behalf's
+     * owner (stream 2 is held), the default stream must not take it unless
+     * it waits. */
+    release(streams[1]);
+    void* c = torch_malloc(4 << 20, 0, streams[1]);
+    CHECK(c != NULL, "%s", last_error());
+    CHECK(record_stream(c, 0, streams[2]) == 0, "%s", last_error());
+    hold(streams[2]);
+    torch_free(c, 4 << 20, 0, streams[1]);
+    void* d = torch_malloc(4 << 20, 0, NULL);
+    CHECK(d != NULL, "%s", last_error());
+    if (d == c) {
+      CHECK(query(NULL) == kNotReady,
+            "the default stream got memory stream 2 still uses, no wait");
+    }
+    CHECK(record_stream((void*)&failures, 0, streams[2]) == -1,
+          "record_stream of a foreign pointer");
+    release(streams[2]);
+    torch_free(b, 8 << 20, 0, streams[2]);
+    torch_free(d, 4 << 20, 0, NULL);
+
+    /* 3. The reuse keys change what a caller sees. Each case: a block freed
+     * on stream 1 with its work held, then 8 MiB blocks on stream 2. */
+    const char* confs[4] = {
+        "backend:cuda,memory_fraction:0.5",
+        "backend:cuda,memory_fraction:0.5,"
+        "reuse_allow_internal_dependencies:false",
+        "backend:cuda,memory_fraction:0.5,"
+        "reuse_allow_internal_dependencies:false,"
+        "reuse_allow_opportunistic:false",
+        "backend:cuda,memory_fraction:0.5,reuse_follow_dependencies:false"};
+    for (int k = 0; k < 4; ++k) {
+      setenv("BFC_ALLOC_CONF", confs[k], 1);
+      reset();
+      void* w = torch_malloc(256, 0, NULL);
+      torch_free(w, 256, 0, NULL);
+      void* x = torch_malloc(8 << 20, 0, streams[1]);
+      void* x2 = torch_malloc(8 << 20, 0, streams[1]);
+      hold(streams[1]);
+      torch_free(x, 8 << 20, 0, streams[1]);
+      torch_free(x2, 8 << 20, 0, streams[1]);
+      const long before = call_count("cuStreamWaitEvent");
+      void* y = torch_malloc(8 << 20, 0, streams[2]);
+      void* y2 = torch_malloc(8 << 20, 0, streams[2]);
+      const long inserted = call_count("cuStreamWaitEvent") - before;
+      const int reused = (y == x || y == x2) + (y2 == x || y2 == x2);
+      release(streams[1]);
+      void* z[8];
+      int reused_after = 0;
+      for (int i = 0; i < 8; ++i) {
+        z[i] = torch_malloc(8 << 20, 0, streams[2]);
+        reused_after += z[i] == x || z[i] == x2;
+      }
+      switch (k) {
+        case 0: /* all rules: both taken after one wait covering both */
+          CHECK(reused == 2 && inserted == 1, "default: reused %d waits %ld",
+                reused, inserted);
+          break;
+        case 1: /* no waits: nothing pending taken; completed work is */
+          CHECK(reused == 0 && inserted == 0 && reused_after > 0,
+                "internal:false: reused %d waits %ld after %d", reused,
+                inserted, reused_after);
+          break;
+        case 2: /* no waits, no polling: only the out-of-memory path */
+          CHECK(reused == 0 && reused_after == 0,
+                "opportunistic:false: reused %d after %d", reused,
+                reused_after);
+          break;
+        case 3: /* a wait per block: the first wait is not followed */
+          CHECK(reused == 2 && inserted == 2,
+                "follow_dependencies:false: reused %d waits %ld", reused,
+                inserted);
+          break;
+      }
+      torch_free(y, 8 << 20, 0, streams[2]);
+      torch_free(y2, 8 << 20, 0, streams[2]);
+      for (int i = 0; i < 8; ++i) torch_free(z[i], 8 << 20, 0, streams[2]);
+    }
+    setenv("BFC_ALLOC_CONF", "backend:cuda,memory_fraction:0.5", 1);
+  }
 
   /* empty_cache() gives every region back to the driver. */
   empty_cache_all();

@@ -188,6 +188,7 @@ TEST_F(CApiTest, ExportsOnlyTheCSymbols) {
   if (exported.empty() && rc != 0) GTEST_SKIP() << "nm is not available";
   const std::set<std::string> expected = {"bfc_malloc",
                                           "bfc_free",
+                                          "bfc_record_stream",
                                           "bfc_empty_cache_all",
                                           "bfc_cupy_malloc",
                                           "bfc_cupy_free",
@@ -1060,8 +1061,9 @@ TEST_F(CApiKeyTest, EveryConfigurationKeyChangesWhatACallerSees) {
     keys.insert(std::string(f.name));
   }
   // The stream-reuse keys act only with backend:cuda (the other backends
-  // ignore streams): their rows are in c_api_cuda_streams_test, on the fake
-  // driver's streams.
+  // ignore streams): their cases are in tests/c_api_cuda_host.c, on the fake
+  // driver's held streams (each key changes which blocks a second stream
+  // gets and how many waits are inserted).
   for (const char* k :
        {"reuse_follow_dependencies", "reuse_allow_opportunistic",
         "reuse_allow_internal_dependencies"}) {

@@ -97,10 +97,17 @@
  *     key and the accepted values goes to stderr (once), bfc_last_error()
  *     returns it after every call that fails because of it, and every
  *     allocation fails (returns NULL).
- *   * Streams are accepted and ignored: the allocator is not stream-ordered.
- *     Memory freed while a kernel on another stream still uses it may be
- *     handed out again at once; free only memory whose last use is ordered
- *     before the next allocation (one stream, or synchronize).
+ *   * Streams (backend:cuda): stream-ordered, as cudaMallocAsync. Memory
+ *     freed on stream S (bfc_free's `stream`) is handed out again at once to
+ *     S; to another stream only when the free has completed on the device,
+ *     or after the allocator makes that stream wait for it
+ *     (cuStreamWaitEvent; no host block) -- never while S's work may still
+ *     use it. bfc_record_stream(ptr, device, T) is PyTorch's
+ *     Tensor.record_stream: the memory also waits for T's work. The
+ *     reuse_* keys choose which of CUDA's three reuse rules apply (all, by
+ *     default). Host and virtual backends are not stream-ordered: their
+ *     streams are ignored. CuPy's C hook passes no stream (the legacy default
+ *     stream is assumed).
  *
  * Errors: functions never abort (unless abort_on_invalid_input) and never
  * throw. A failing call returns NULL / -1 / 0 as documented and sets a
@@ -173,12 +180,19 @@ typedef struct bfc_stats {
  * device, bad configuration, no GPU: see bfc_last_error()). size 0 returns
  * NULL without an error. */
 BFC_C_API void* bfc_malloc(size_t size, int device, bfc_stream_t stream);
-/* Frees `ptr` from bfc_malloc on `device`. `size` and `stream` are ignored.
+/* Frees `ptr` from bfc_malloc on `device`, in `stream`'s order (the stream
+ * whose work used it last; see "Streams"). `size` is ignored.
  * NULL is a no-op. A pointer the device's allocator did not hand out is
  * reported (bfc_last_error(), the allocator's num_invalid_frees) and ignored.
  */
 BFC_C_API void bfc_free(void* ptr, size_t size, int device,
                         bfc_stream_t stream);
+/* PyTorch's Tensor.record_stream for memory from bfc_malloc: `stream` also
+ * uses `ptr`, so once freed it is not handed to another stream before that
+ * use is done. Returns 0, or -1 for a pointer the device's allocator did not
+ * hand out, or a device never used (see bfc_last_error()). A no-op on
+ * backends that are not stream-ordered. */
+BFC_C_API int bfc_record_stream(void* ptr, int device, bfc_stream_t stream);
 /* Releases the free regions of every device created so far; the signature of
  * PyTorch's (C++) CUDAPluggableAllocator::set_reset_fn, which empty_cache()
  * calls. */

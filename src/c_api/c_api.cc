@@ -51,6 +51,7 @@
 #include "c_api/alloc_conf.h"
 
 #ifdef BFC_HAVE_CUDA
+#include "bfc/cuda_stream_ops.h"
 #include "bfc/cuda_sub_allocator.h"
 #endif
 
@@ -157,8 +158,22 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
         "%s: the memory limit for device %d works out to 0 bytes", kEnvVar,
         device));
   }
-  return std::make_unique<Allocator>(std::move(sub), limit, name,
-                                     config.options);
+  auto allocator =
+      std::make_unique<Allocator>(std::move(sub), limit, name, config.options);
+#ifdef BFC_HAVE_CUDA
+  if (config.backend == Backend::kCuda) {
+    // Stream-ordered reuse: the streams PyTorch and CuPy pass are honoured.
+    absl::StatusOr<std::unique_ptr<CudaStreamOps>> ops =
+        CudaStreamOps::Create(device);
+    if (!ops.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("backend cuda: ", ops.status().message()));
+    }
+    absl::Status s = allocator->SetStreamOps(*std::move(ops));
+    if (!s.ok()) return s;
+  }
+#endif
+  return allocator;
 }
 
 // --- process state -----------------------------------------------------------
@@ -403,7 +418,15 @@ void Report(const std::string& call, const absl::Status& status) {
   }
 }
 
-void* Malloc(const char* function, size_t size, int device) {
+// The allocator's stream for a caller's: the caller's on an allocator with
+// events (backend:cuda); host and virtual memory is not stream-ordered, so
+// there every call uses the implicit stream.
+StreamId StreamFor(const Allocator& a, bfc_stream_t stream) {
+  return a.HasStreamOps() ? static_cast<StreamId>(stream) : kImplicitStream;
+}
+
+void* Malloc(const char* function, size_t size, int device,
+             bfc_stream_t stream) {
   if (size == 0) return nullptr;
   const std::string call =
       absl::StrFormat("%s(%d bytes, device %d)", function, size, device);
@@ -413,7 +436,9 @@ void* Malloc(const char* function, size_t size, int device) {
     Report(call, error);
     return nullptr;
   }
-  absl::StatusOr<void*> p = a->Allocate(size);
+  AllocationAttributes attr;
+  attr.stream = StreamFor(*a, stream);
+  absl::StatusOr<void*> p = a->Allocate(size, kMinAllocationSize, attr);
   if (!p.ok()) {
     Report(call, p.status());
     return nullptr;
@@ -421,7 +446,7 @@ void* Malloc(const char* function, size_t size, int device) {
   return *p;
 }
 
-void Free(const char* function, void* ptr, int device) {
+void Free(const char* function, void* ptr, int device, bfc_stream_t stream) {
   if (ptr == nullptr) return;
   const std::string call =
       absl::StrFormat("%s(%p, device %d)", function, ptr, device);
@@ -433,8 +458,27 @@ void Free(const char* function, void* ptr, int device) {
                             : error);
     return;
   }
-  const absl::Status s = a->Deallocate(ptr);
+  const absl::Status s = a->DeallocateOnStream(ptr, StreamFor(*a, stream));
   if (!s.ok()) Report(call, s);
+}
+
+int RecordStream(void* ptr, int device, bfc_stream_t stream) {
+  const std::string call =
+      absl::StrFormat("bfc_record_stream(%p, device %d)", ptr, device);
+  absl::Status error;
+  Allocator* a = Registry::Get().Find(device, /*create=*/false, &error);
+  if (a == nullptr) {
+    Report(call, error.ok() ? absl::InvalidArgumentError(
+                                  "no allocation was ever made on this device")
+                            : error);
+    return -1;
+  }
+  const absl::Status s = a->RecordStreamUse(ptr, StreamFor(*a, stream));
+  if (!s.ok()) {
+    Report(call, s);
+    return -1;
+  }
+  return 0;
 }
 
 int64_t OrMinusOne(const std::optional<int64_t>& v) { return v ? *v : -1; }
@@ -444,28 +488,35 @@ int64_t OrMinusOne(const std::optional<int64_t>& v) { return v ? *v : -1; }
 
 extern "C" {
 
-void* bfc_malloc(size_t size, int device, bfc_stream_t /*stream*/) {
+void* bfc_malloc(size_t size, int device, bfc_stream_t stream) {
   return bfc::Guarded<void*>("bfc_malloc", nullptr, [&] {
-    return bfc::Malloc("bfc_malloc", size, device);
+    return bfc::Malloc("bfc_malloc", size, device, stream);
   });
 }
 
-void bfc_free(void* ptr, size_t /*size*/, int device, bfc_stream_t /*stream*/) {
+void bfc_free(void* ptr, size_t /*size*/, int device, bfc_stream_t stream) {
   bfc::Guarded<int>("bfc_free", 0, [&] {
-    bfc::Free("bfc_free", ptr, device);
+    bfc::Free("bfc_free", ptr, device, stream);
     return 0;
+  });
+}
+
+int bfc_record_stream(void* ptr, int device, bfc_stream_t stream) {
+  return bfc::Guarded<int>("bfc_record_stream", -1, [&] {
+    return bfc::RecordStream(ptr, device, stream);
   });
 }
 
 void* bfc_cupy_malloc(void* /*param*/, size_t size, int device) {
   return bfc::Guarded<void*>("bfc_cupy_malloc", nullptr, [&] {
-    return bfc::Malloc("bfc_cupy_malloc", size, device);
+    // CuPy's C hook carries no stream: the implicit one.
+    return bfc::Malloc("bfc_cupy_malloc", size, device, nullptr);
   });
 }
 
 void bfc_cupy_free(void* /*param*/, void* ptr, int device) {
   bfc::Guarded<int>("bfc_cupy_free", 0, [&] {
-    bfc::Free("bfc_cupy_free", ptr, device);
+    bfc::Free("bfc_cupy_free", ptr, device, nullptr);
     return 0;
   });
 }
