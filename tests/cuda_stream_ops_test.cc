@@ -221,15 +221,17 @@ TEST(CudaStreamReuseTest, HeldWorkIsNotReusedByAnotherStreamUntilReleased) {
 
 TEST(CudaStreamReuseTest, AnotherStreamReusesHeldMemoryAfterAWait) {
   BFC_REQUIRE_FAKE(fake);
-  std::unique_ptr<Allocator> pool = Pool();  // all three rules on
+  // All three rules on; p is the whole first region (2 MiB), so no memory
+  // b may take without waiting fits.
+  std::unique_ptr<Allocator> pool = Pool();
   DriverStreams d;
   CUstream a = d.Make();
   CUstream b = d.Make();
-  void* p = *pool->AllocateOnStream(a, size_t{1} << 20);
+  void* p = *pool->AllocateOnStream(a, size_t{2} << 20);
   fake->hold_stream(a);
   ASSERT_TRUE(pool->DeallocateOnStream(p, a).ok());
   const long waits = fake->call_count("cuStreamWaitEvent");
-  void* q = *pool->AllocateOnStream(b, size_t{1} << 20);
+  void* q = *pool->AllocateOnStream(b, size_t{2} << 20);
   EXPECT_EQ(q, p);  // the best fit, after b waits for a
   EXPECT_EQ(fake->call_count("cuStreamWaitEvent"), waits + 1);
   // b's work now depends on a's: it cannot finish first.

@@ -421,6 +421,21 @@ class Allocator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Forgets chunk h: its map entry and its table slot.
   void DeleteChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether free neighbours a and b may merge now: always with one stream;
+  // with several, unless that would put memory one stream may use behind a
+  // fence it may not (one of them pending on another stream): such merges
+  // wait (MergeDeferred) until the fences are known complete.
+  bool MayMerge(ChunkHandle a, ChunkHandle b) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    const uint64_t fa = chunks_[a].fence, fb = chunks_[b].fence;
+    if (ABSL_PREDICT_TRUE((fa | fb) == 0)) return true;
+    return MayMergeFences(fa, fb);
+  }
+  bool MayMergeFences(uint64_t a, uint64_t b) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Merges the free chunks whose merge a fence deferred and whose fences are
+  // now known complete. O(free chunks).
+  void MergeDeferred() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Merges free chunk h with a free next, then a free previous neighbour
   // (TF's order); returns the surviving handle, not yet binned.
   ChunkHandle TryToCoalesce(ChunkHandle h)

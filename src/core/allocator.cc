@@ -536,6 +536,7 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     // (PyTorch's synchronize_and_free_events), then look again.
     if (ABSL_PREDICT_FALSE(multi_stream_) && h == kInvalidChunkHandle) {
       (void)SynchronizeAllStreams();
+      MergeDeferred();
       h = FindChunkForAnyStream(alignment, rounded);
     }
     // Last resort before failing: give fully-free regions back so the
@@ -562,6 +563,7 @@ Allocator::ChunkHandle Allocator::FindChunkAcrossStreams(size_t alignment,
   InsertFreeChunkIntoBin(best);  // back, unchanged
   CoverFence(fence);
   PollStreams();
+  MergeDeferred();
   ChunkHandle h = FindChunk(alignment, rounded_bytes, any_size);
   if (h != kInvalidChunkHandle) return h;
   if (!opts_.reuse_allow_internal_dependencies || stream_ops_ == nullptr) {
@@ -575,6 +577,39 @@ Allocator::ChunkHandle Allocator::FindChunkAcrossStreams(size_t alignment,
     return kInvalidChunkHandle;
   }
   return h;
+}
+
+void Allocator::MergeDeferred() {
+  std::vector<ChunkHandle> ready;
+  for (const internal::Bin& bin : bins_) {
+    bin.ForEach([&](const internal::Bin::Entry& e)
+                    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+                      const uint64_t f = chunks_[e.handle].fence;
+                      if (f != 0 && FenceComplete(f)) ready.push_back(e.handle);
+                    });
+  }
+  for (ChunkHandle h : ready) {
+    // An earlier merge in this loop may have taken it in.
+    const Chunk& c = chunks_[h];
+    if (c.ptr == nullptr || c.in_use() || c.fence == 0 ||
+        region_manager_.get_handle(c.ptr) != h) {
+      continue;
+    }
+    RemoveFreeChunkFromBin(h);
+    SetFence(h, 0);  // known complete: clean
+    // Deferred merges can chain (several neighbours waited): merge until
+    // nothing more joins.
+    ChunkHandle merged = h;
+    for (size_t before = 0; before != chunks_[merged].size;) {
+      before = chunks_[merged].size;
+      merged = TryToCoalesce(merged);
+    }
+    InsertFreeChunkIntoBin(merged);
+    if (stamp_free_regions_ && chunks_[merged].prev == kInvalidChunkHandle &&
+        chunks_[merged].next == kInvalidChunkHandle) {
+      LinkFreeRegion(merged);
+    }
+  }
 }
 
 Allocator::ChunkHandle Allocator::FindChunkForAnyStream(size_t alignment,
@@ -662,7 +697,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
       // The aligned prefix stays free; its previous neighbour is in use
       // (coalescing is complete), so no merge is possible.
       BFC_DCHECK(chunks_[h].prev == kInvalidChunkHandle ||
-                 chunks_[chunks_[h].prev].in_use());
+                 chunks_[chunks_[h].prev].in_use() || multi_stream_);
       const ChunkHandle rest = SplitChunk(h, pad);
       InsertFreeChunkIntoBin(h);
       h = rest;
@@ -934,6 +969,12 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
 
 bool Allocator::DeallocateFreeRegions(size_t rounded_bytes) {
   if (!opts_.garbage_collection) return false;
+  if (ABSL_PREDICT_FALSE(multi_stream_)) {
+    // Regions split by merges a fence deferred are whole again once every
+    // stream's frees are done.
+    (void)SynchronizeAllStreams();
+    MergeDeferred();
+  }
   size_t total_free_bytes = 0;
   for (const internal::AllocationRegion& r : region_manager_.regions()) {
     const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
@@ -991,7 +1032,10 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
   // Memory another stream's work may still use is not given back before
   // that work is done (PyTorch's empty_cache synchronizes its events too);
   // what a failed synchronization leaves pending stays.
-  if (ABSL_PREDICT_FALSE(multi_stream_)) (void)SynchronizeAllStreams();
+  if (ABSL_PREDICT_FALSE(multi_stream_)) {
+    (void)SynchronizeAllStreams();
+    MergeDeferred();
+  }
   std::vector<internal::AllocationRegion> to_release;
   for (const internal::AllocationRegion& r : region_manager_.regions()) {
     const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
@@ -1358,12 +1402,14 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle
 Allocator::TryToCoalesce(ChunkHandle h) {
   ChunkHandle result = h;
   const ChunkHandle next = chunks_[h].next;
-  if (next != kInvalidChunkHandle && !chunks_[next].in_use()) {
+  if (next != kInvalidChunkHandle && !chunks_[next].in_use() &&
+      MayMerge(h, next)) {
     RemoveFreeChunkFromBin(next);
     Merge(h, next);
   }
   const ChunkHandle prev = chunks_[h].prev;
-  if (prev != kInvalidChunkHandle && !chunks_[prev].in_use()) {
+  if (prev != kInvalidChunkHandle && !chunks_[prev].in_use() &&
+      MayMerge(prev, h)) {
     RemoveFreeChunkFromBin(prev);
     Merge(prev, h);
     result = prev;

@@ -234,6 +234,14 @@ bool Allocator::FenceComplete(uint64_t fence) const {
   return true;
 }
 
+bool Allocator::MayMergeFences(uint64_t a, uint64_t b) const {
+  if (FenceComplete(a) && FenceComplete(b)) return true;
+  // Two points of one stream: the merged chunk is safe exactly where each
+  // part was (the later point).
+  return a != 0 && b != 0 && !((a | b) & kMultiFenceBit) &&
+         (a >> kFenceSeqBits) == (b >> kFenceSeqBits);
+}
+
 uint64_t Allocator::MakeFence(
     std::vector<std::pair<StreamSlot, uint64_t>>& parts) {
   // One point per stream: the latest.
@@ -280,6 +288,12 @@ void Allocator::UnrefFence(uint64_t fence) {
 }
 
 uint64_t Allocator::JoinFences(uint64_t a, uint64_t b) {
+  if ((a | b) != 0 && FenceComplete(a) && FenceComplete(b)) {
+    // Both proven complete: the merged memory is clean.
+    UnrefFence(a);  // each chunk held a reference, even to the same one
+    UnrefFence(b);
+    return 0;
+  }
   if (b == 0 || a == b) {
     if (a == b) UnrefFence(b);
     return a;

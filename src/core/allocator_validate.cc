@@ -192,8 +192,10 @@ absl::Status Allocator::ValidateLocked() const {
         requested_bytes += static_cast<int64_t>(c.requested_size);
         prev_free = false;
       } else {
-        // Invariant 2: coalescing is complete.
-        if (prev_free) {
+        // Invariant 2: coalescing is complete -- except where a stream fence
+        // defers it (two free neighbours, one still fenced: merged once its
+        // fence is known complete).
+        if (prev_free && c.fence == 0 && chunks_[prev].fence == 0) {
           return fail(region(), ": ", DescribeChunk(h, c),
                       " and its free prev ", DescribeChunk(prev, chunks_[prev]),
                       " are not merged");
