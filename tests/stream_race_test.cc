@@ -177,6 +177,10 @@ TEST(StreamRaceTest, StaleAndForgottenStreamsAreReclaimed) {
   r.sim->Hold(S(1));
   r.Free(p, S(1));
   ASSERT_TRUE(r.alloc->ForgetStream(S(1)).ok());
+  r.sim->Destroy(S(1));  // cuStreamDestroy: pending work still runs
+  void* early;
+  ASSERT_EQ(r.AllocUse(S(2), 6 << 20, &early), "");
+  EXPECT_EQ(early, nullptr) << "taken before the forgotten stream's work ran";
   r.sim->Release(S(1));
   r.sim->CompleteAll();
   // The limit leaves no room for another region: only reclaiming the

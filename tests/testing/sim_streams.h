@@ -48,6 +48,10 @@ class SimStreams : public StreamOps {
   absl::StatusOr<Event> RecordEvent(StreamId stream) override {
     std::lock_guard<std::mutex> l(mu_);
     ++records_;
+    if (destroyed_.count(stream) != 0) {
+      ++misuses_;  // the stream no longer exists
+      return absl::InvalidArgumentError("a destroyed stream");
+    }
     const size_t op = Append(stream);
     events_.push_back(EventState{stream, op, Clock(), false});
     events_.back().clock = ops_[stream].back().clock;
@@ -65,6 +69,10 @@ class SimStreams : public StreamOps {
   absl::Status StreamWaitEvent(StreamId stream, Event e) override {
     std::lock_guard<std::mutex> l(mu_);
     ++waits_;
+    if (destroyed_.count(stream) != 0) {
+      ++misuses_;
+      return absl::InvalidArgumentError("a destroyed stream");
+    }
     EventState* s = Find(e);
     if (s == nullptr) return absl::InvalidArgumentError("a released event");
     WaitLocked(stream, *s);
@@ -141,6 +149,12 @@ class SimStreams : public StreamOps {
     const size_t op = Append(producer);
     EventState e{producer, op, ops_[producer][op].clock, false};
     WaitLocked(consumer, e);
+  }
+  // The stream was destroyed (after ForgetStream): naming it is a misuse.
+  // Its queued work still runs (events recorded on it stay valid).
+  void Destroy(StreamId s) {
+    std::lock_guard<std::mutex> l(mu_);
+    destroyed_[s] = true;
   }
   void Hold(StreamId s) {
     std::lock_guard<std::mutex> l(mu_);
@@ -251,6 +265,7 @@ class SimStreams : public StreamOps {
   std::map<StreamId, std::vector<Op>> ops_;
   std::map<StreamId, size_t> next_;
   std::map<StreamId, bool> held_;
+  std::map<StreamId, bool> destroyed_;
   std::map<StreamId, Clock> stream_clock_;
   std::map<StreamId, std::vector<std::pair<StreamId, size_t>>> pending_deps_;
   Clock host_;
