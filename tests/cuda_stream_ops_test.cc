@@ -28,20 +28,27 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const testing::FakeCuda* RequireFake() {
-  std::string why;
-  if (CudaDeviceCount(&why) == 0) return nullptr;
+// The fake, reset; nullptr with the reason to skip in *why otherwise.
+const testing::FakeCuda* RequireFake(std::string* why) {
+  if (CudaDeviceCount(why) == 0) {
+    *why = "no CUDA driver or device: " + *why;
+    return nullptr;
+  }
   const testing::FakeCuda* fake = testing::GetFake();
-  if (fake != nullptr) fake->reset();
+  if (fake == nullptr) {
+    *why =
+        "needs the fake driver (holding a stream's work); a real driver "
+        "cannot be made to hold it";
+    return nullptr;
+  }
+  fake->reset();
   return fake;
 }
 
-#define BFC_REQUIRE_FAKE(fake)                                            \
-  const testing::FakeCuda* fake = RequireFake();                          \
-  if (fake == nullptr) {                                                  \
-    GTEST_SKIP() << "needs the fake driver (holding a stream's work); a " \
-                    "real driver cannot be made to hold it";              \
-  }
+#define BFC_REQUIRE_FAKE(fake)                              \
+  std::string fake##_why;                                   \
+  const testing::FakeCuda* fake = RequireFake(&fake##_why); \
+  if (fake == nullptr) GTEST_SKIP() << fake##_why
 
 // Streams made with the driver itself, in the primary context bfc uses.
 struct DriverStreams {
@@ -84,21 +91,48 @@ TEST(CudaStreamOpsTest, EventsFollowHeldWorkAndArePooled) {
   CUstream s = d.Make();
   absl::StatusOr<std::unique_ptr<CudaStreamOps>> ops = CudaStreamOps::Create(0);
   ASSERT_TRUE(ops.ok()) << ops.status();
+  const long created = fake->call_count("cuEventCreate");
   fake->hold_stream(s);
   absl::StatusOr<StreamOps::Event> e = (*ops)->RecordEvent(s);
   ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(fake->call_count("cuEventCreate"), created + 1);
   EXPECT_EQ(*(*ops)->QueryEvent(*e), false);
   fake->release_stream(s);
   EXPECT_EQ(*(*ops)->QueryEvent(*e), true);
   (*ops)->ReleaseEvent(*e);
-  const long created = fake->call_count("cuEventCreate");
   absl::StatusOr<StreamOps::Event> again = (*ops)->RecordEvent(s);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *e);  // the pooled event, recorded again
-  EXPECT_EQ(fake->call_count("cuEventCreate"), created);
+  EXPECT_EQ(fake->call_count("cuEventCreate"), created + 1);
   EXPECT_EQ((*ops)->events_created(), 1);
   EXPECT_EQ((*ops)->events_recorded(), 2);
   (*ops)->ReleaseEvent(*again);
+  EXPECT_EQ(d.destroy(s), CUDA_SUCCESS);
+}
+
+TEST(CudaStreamOpsTest, SynchronizeEventBlocksUntilTheStreamIsReleased) {
+  BFC_REQUIRE_FAKE(fake);
+  std::unique_ptr<Allocator> keep = Pool();
+  DriverStreams d;
+  CUstream s = d.Make();
+  auto ops = *CudaStreamOps::Create(0);
+  fake->hold_stream(s);
+  StreamOps::Event e = *ops->RecordEvent(s);
+  std::atomic<bool> released{false};
+  std::thread releaser([&] {
+    // Only makes it likely that the main thread is already blocked; the
+    // check below holds whatever the scheduling.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    released = true;
+    fake->release_stream(s);
+  });
+  ASSERT_TRUE(ops->SynchronizeEvent(e).ok());
+  EXPECT_TRUE(released.load()) << "returned before the stream's work was done";
+  releaser.join();
+  EXPECT_EQ(*ops->QueryEvent(e), true);
+  // An event whose work is done does not block at all.
+  EXPECT_TRUE(ops->SynchronizeEvent(e).ok());
+  ops->ReleaseEvent(e);
   EXPECT_EQ(d.destroy(s), CUDA_SUCCESS);
 }
 
@@ -130,6 +164,109 @@ TEST(CudaStreamOpsTest, AWaitMakesLaterWorkDependOnTheEvent) {
   EXPECT_EQ(d.query(consumer), CUDA_SUCCESS);
   ops->ReleaseEvent(e);
   ops->ReleaseEvent(later);
+  EXPECT_EQ(d.destroy(producer), CUDA_SUCCESS);
+  EXPECT_EQ(d.destroy(consumer), CUDA_SUCCESS);
+}
+
+TEST(CudaStreamOpsTest, WaitsChainAcrossStreams) {
+  BFC_REQUIRE_FAKE(fake);
+  std::unique_ptr<Allocator> keep = Pool();
+  DriverStreams d;
+  CUstream a = d.Make();
+  CUstream b = d.Make();
+  CUstream c = d.Make();
+  auto ops = *CudaStreamOps::Create(0);
+  // Recorded before the hold: complete, so waiting for it holds nothing up.
+  StreamOps::Event before = *ops->RecordEvent(a);
+  fake->hold_stream(a);
+  ASSERT_TRUE(ops->StreamWaitEvent(c, before).ok());
+  EXPECT_EQ(d.query(c), CUDA_SUCCESS);
+  // c waits for b, which waited for a: c's later work waits for a.
+  StreamOps::Event on_a = *ops->RecordEvent(a);
+  ASSERT_TRUE(ops->StreamWaitEvent(b, on_a).ok());
+  StreamOps::Event on_b = *ops->RecordEvent(b);
+  ASSERT_TRUE(ops->StreamWaitEvent(c, on_b).ok());
+  StreamOps::Event on_c = *ops->RecordEvent(c);
+  // The wait is on on_a as recorded then: recording it again, elsewhere,
+  // does not release b.
+  ops->ReleaseEvent(on_a);
+  StreamOps::Event reused = *ops->RecordEvent(c);
+  EXPECT_EQ(reused, on_a);
+  EXPECT_EQ(*ops->QueryEvent(on_b), false);
+  EXPECT_EQ(*ops->QueryEvent(on_c), false);
+  EXPECT_EQ(d.query(c), CUDA_ERROR_NOT_READY);
+  fake->release_stream(a);
+  EXPECT_EQ(*ops->QueryEvent(on_b), true);
+  EXPECT_EQ(*ops->QueryEvent(on_c), true);
+  EXPECT_EQ(d.query(b), CUDA_SUCCESS);
+  EXPECT_EQ(d.query(c), CUDA_SUCCESS);
+  // A hold that starts after the wait does not reach back: b's event from
+  // before the new hold on a stays complete.
+  fake->hold_stream(a);
+  EXPECT_EQ(*ops->QueryEvent(on_b), true);
+  fake->release_stream(a);
+  for (StreamOps::Event e : {before, on_b, on_c, reused}) ops->ReleaseEvent(e);
+  for (CUstream st : {a, b, c}) EXPECT_EQ(d.destroy(st), CUDA_SUCCESS);
+}
+
+// One CudaStreamOps shared by several threads (as by several allocators of
+// one device): every record is counted, and the pool never holds more events
+// than were in use at once.
+TEST(CudaStreamOpsTest, ThreadsShareThePool) {
+  BFC_REQUIRE_FAKE(fake);
+  std::unique_ptr<Allocator> keep = Pool();
+  DriverStreams d;
+  CUstream s = d.Make();
+  auto ops = *CudaStreamOps::Create(0);
+  const long created_before = fake->call_count("cuEventCreate");
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 200;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      StreamId stream = t % 2 == 0 ? static_cast<StreamId>(s) : nullptr;
+      for (int i = 0; i < kRounds; ++i) {
+        absl::StatusOr<StreamOps::Event> e = ops->RecordEvent(stream);
+        if (!e.ok() || !ops->QueryEvent(*e).ok()) {
+          ++failures;
+          continue;
+        }
+        ops->ReleaseEvent(*e);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(ops->events_recorded(), kThreads * kRounds);
+  EXPECT_GE(ops->events_created(), 1);
+  EXPECT_LE(ops->events_created(), kThreads);
+  EXPECT_EQ(fake->call_count("cuEventCreate") - created_before,
+            ops->events_created());
+  EXPECT_EQ(d.destroy(s), CUDA_SUCCESS);
+}
+
+// Pooled events are destroyed with the CudaStreamOps; events are made
+// without timing (the cheapest kind).
+TEST(CudaStreamOpsTest, EventsAreUntimedAndDestroyedWithThePool) {
+  BFC_REQUIRE_FAKE(fake);
+  std::unique_ptr<Allocator> keep = Pool();
+  auto elapsed =
+      testing::DriverFunction<CUresult (*)(float*, CUevent, CUevent)>(
+          "cuEventElapsedTime_v2");
+  ASSERT_NE(elapsed, nullptr);
+  auto ops = *CudaStreamOps::Create(0);
+  StreamOps::Event a = *ops->RecordEvent(nullptr);
+  StreamOps::Event b = *ops->RecordEvent(nullptr);
+  float ms = -1;
+  EXPECT_EQ(elapsed(&ms, static_cast<CUevent>(a), static_cast<CUevent>(b)),
+            CUDA_ERROR_INVALID_HANDLE)
+      << "timing is disabled";
+  ops->ReleaseEvent(a);
+  ops->ReleaseEvent(b);
+  const long destroyed = fake->call_count("cuEventDestroy");
+  ops.reset();
+  EXPECT_EQ(fake->call_count("cuEventDestroy"), destroyed + 2);
 }
 
 TEST(CudaStreamOpsTest, DriverFailuresNameTheCall) {
@@ -141,20 +278,36 @@ TEST(CudaStreamOpsTest, DriverFailuresNameTheCall) {
   fake->fail_call("cuEventRecord", 1, CUDA_ERROR_INVALID_HANDLE);
   absl::StatusOr<StreamOps::Event> e = ops->RecordEvent(s);
   ASSERT_FALSE(e.ok());
-  EXPECT_THAT(e.status().message(), HasSubstr("cuEventRecord"));
+  EXPECT_THAT(e.status().message(), HasSubstr("cuEventRecord(stream "));
   EXPECT_THAT(e.status().message(), HasSubstr("CUDA_ERROR_INVALID_HANDLE"));
   StreamOps::Event ok = *ops->RecordEvent(s);
+  // The failed record's event went back to the pool and was used here.
+  EXPECT_EQ(ops->events_created(), 1);
   fake->fail_call("cuEventQuery", 1, CUDA_ERROR_LAUNCH_FAILED);
   absl::StatusOr<bool> q = ops->QueryEvent(ok);
   ASSERT_FALSE(q.ok());
   EXPECT_THAT(q.status().message(), HasSubstr("cuEventQuery"));
+  EXPECT_THAT(q.status().message(), HasSubstr("CUDA_ERROR_LAUNCH_FAILED"));
   fake->fail_call("cuStreamWaitEvent", 1, CUDA_ERROR_INVALID_HANDLE);
   absl::Status w = ops->StreamWaitEvent(s, ok);
   EXPECT_THAT(w.message(), HasSubstr("cuStreamWaitEvent"));
+  EXPECT_THAT(w.message(), HasSubstr("CUDA_ERROR_INVALID_HANDLE"));
   fake->fail_call("cuEventSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED);
-  EXPECT_THAT(ops->SynchronizeEvent(ok).message(),
-              HasSubstr("cuEventSynchronize"));
+  absl::Status y = ops->SynchronizeEvent(ok);
+  EXPECT_THAT(y.message(), HasSubstr("cuEventSynchronize"));
+  EXPECT_THAT(y.message(), HasSubstr("CUDA_ERROR_LAUNCH_FAILED"));
   ops->ReleaseEvent(ok);
+  // A failed create leaves nothing behind; the next record creates one.
+  const int64_t created = ops->events_created();
+  fake->fail_call("cuEventCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  StreamOps::Event first = *ops->RecordEvent(s);  // the pooled one
+  absl::StatusOr<StreamOps::Event> second = ops->RecordEvent(s);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(second.status().message(), HasSubstr("cuEventCreate(device 0)"));
+  EXPECT_EQ(ops->events_created(), created);
+  ops->ReleaseEvent(first);
+  EXPECT_EQ(d.destroy(s), CUDA_SUCCESS);
   EXPECT_EQ(CudaStreamOps::Create(7).status().code(),
             absl::StatusCode::kUnavailable);
 }
@@ -177,6 +330,56 @@ TEST(CudaStreamOpsTest, TheFakeChecksWaitArguments) {
             CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(wait(s, static_cast<CUevent>(e), 0), CUDA_SUCCESS);
   ops->ReleaseEvent(e);
+  EXPECT_EQ(d.destroy(s), CUDA_SUCCESS);
+  // A destroyed stream is unknown too.
+  EXPECT_EQ(wait(s, static_cast<CUevent>(e), 0), CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST(CudaStreamOpsTest, TheFakeRejectsDestroyedEvents) {
+  BFC_REQUIRE_FAKE(fake);
+  std::unique_ptr<Allocator> keep = Pool();  // primary context current
+  auto create = testing::DriverFunction<CUresult (*)(CUevent*, unsigned)>(
+      "cuEventCreate");
+  auto destroy =
+      testing::DriverFunction<CUresult (*)(CUevent)>("cuEventDestroy_v2");
+  auto record =
+      testing::DriverFunction<CUresult (*)(CUevent, CUstream)>("cuEventRecord");
+  auto query = testing::DriverFunction<CUresult (*)(CUevent)>("cuEventQuery");
+  auto sync =
+      testing::DriverFunction<CUresult (*)(CUevent)>("cuEventSynchronize");
+  auto wait =
+      testing::DriverFunction<CUresult (*)(CUstream, CUevent, unsigned)>(
+          "cuStreamWaitEvent");
+  auto elapsed =
+      testing::DriverFunction<CUresult (*)(float*, CUevent, CUevent)>(
+          "cuEventElapsedTime_v2");
+  ASSERT_TRUE(create && destroy && record && query && sync && wait && elapsed);
+  CUevent e = nullptr;
+  EXPECT_EQ(create(&e, 0x8), CUDA_ERROR_INVALID_VALUE);  // no such flag
+  EXPECT_EQ(create(&e, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+  // A timed event can be timed: the check above is about the flag.
+  CUevent timed = nullptr;
+  ASSERT_EQ(create(&timed, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+  float ms = -1;
+  EXPECT_EQ(elapsed(&ms, timed, timed), CUDA_ERROR_INVALID_HANDLE)
+      << "never recorded";
+  ASSERT_EQ(record(timed, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(elapsed(&ms, timed, timed), CUDA_SUCCESS);
+  EXPECT_EQ(destroy(timed), CUDA_SUCCESS);
+
+  ASSERT_EQ(create(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(record(e, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(destroy(e), CUDA_SUCCESS);
+  EXPECT_EQ(record(e, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(query(e), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(sync(e), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(wait(nullptr, e, 0), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(destroy(e), CUDA_ERROR_INVALID_HANDLE);
+  // Never handed out again.
+  CUevent next = nullptr;
+  ASSERT_EQ(create(&next, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  EXPECT_NE(next, e);
+  EXPECT_EQ(destroy(next), CUDA_SUCCESS);
 }
 
 // The scenario: memory freed on a stream whose work the driver holds

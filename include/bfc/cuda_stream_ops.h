@@ -15,9 +15,10 @@
 //       bfc::CudaStreamOps::Create(0);
 //   if (ops.ok()) pool.SetStreamOps(*std::move(ops)).IgnoreError();
 //
-// Errors: every driver failure is a Status naming the call and the CUDA
-// error ("cuEventRecord on stream 0x...: CUDA_ERROR_INVALID_HANDLE: invalid
-// resource handle"); nothing throws or aborts.
+// Errors: every driver failure is a Status naming the call, its arguments
+// and the CUDA error ("cuEventRecord(stream 0x...) failed:
+// CUDA_ERROR_INVALID_HANDLE: invalid resource handle"); nothing throws or
+// aborts.
 //
 // Thread safety: thread-safe (the pool has its own mutex); calls take the
 // device's primary context for their duration and leave the caller's current
@@ -43,13 +44,22 @@ class CudaStreamOps : public StreamOps {
   // or `device` does not exist.
   static absl::StatusOr<std::unique_ptr<CudaStreamOps>> Create(int device);
   // Destroys the pooled events (not ones still handed out: their owner
-  // gives them back first).
+  // gives them back first). Safe at process exit: when the driver is gone or
+  // shutting down, the events are left to it and nothing fails.
   ~CudaStreamOps() override;
 
+  // `stream` must belong to this device (nullptr: the legacy default
+  // stream). A pooled event is recorded again before a new one is created;
+  // when cuEventRecord fails, the event goes back to the pool.
   absl::StatusOr<Event> RecordEvent(StreamId stream) override;
+  // CUDA_ERROR_NOT_READY is false, not an error.
   absl::StatusOr<bool> QueryEvent(Event event) override;
+  // cuStreamWaitEvent with flags 0: the wait is on the event as recorded
+  // now, so the event may be released and recorded again right after.
   absl::Status StreamWaitEvent(StreamId stream, Event event) override;
   absl::Status SynchronizeEvent(Event event) override;
+  // `event` must come from this object's RecordEvent and not be released
+  // twice; nullptr is ignored. Makes no driver call.
   void ReleaseEvent(Event event) override;
 
   int device() const { return device_; }

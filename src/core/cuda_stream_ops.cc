@@ -57,7 +57,7 @@ absl::StatusOr<StreamOps::Event> CudaStreamOps::RecordEvent(StreamId stream) {
     const CUresult r = (*driver)->EventCreate(&event, CU_EVENT_DISABLE_TIMING);
     if (r != CUDA_SUCCESS) {
       return (*driver)->CallError(
-          absl::StrFormat("cuEventCreate on device %d", device_), r);
+          absl::StrFormat("cuEventCreate(device %d)", device_), r);
     }
     MutexLock lock(&mu_);
     ++events_created_;
@@ -67,7 +67,7 @@ absl::StatusOr<StreamOps::Event> CudaStreamOps::RecordEvent(StreamId stream) {
   if (r != CUDA_SUCCESS) {
     ReleaseEvent(event);  // unrecorded, still good for the pool
     return (*driver)->CallError(
-        absl::StrFormat("cuEventRecord on stream %p", stream), r);
+        absl::StrFormat("cuEventRecord(stream %p)", stream), r);
   }
   MutexLock lock(&mu_);
   ++events_recorded_;
@@ -82,7 +82,8 @@ absl::StatusOr<bool> CudaStreamOps::QueryEvent(Event event) {
   const CUresult r = (*driver)->EventQuery(static_cast<CUevent>(event));
   if (r == CUDA_SUCCESS) return true;
   if (r == CUDA_ERROR_NOT_READY) return false;
-  return (*driver)->CallError(absl::StrFormat("cuEventQuery(%p)", event), r);
+  return (*driver)->CallError(absl::StrFormat("cuEventQuery(event %p)", event),
+                              r);
 }
 
 absl::Status CudaStreamOps::StreamWaitEvent(StreamId stream, Event event) {
@@ -109,7 +110,7 @@ absl::Status CudaStreamOps::SynchronizeEvent(Event event) {
   const CUresult r = (*driver)->EventSynchronize(static_cast<CUevent>(event));
   if (r != CUDA_SUCCESS) {
     return (*driver)->CallError(
-        absl::StrFormat("cuEventSynchronize(%p)", event), r);
+        absl::StrFormat("cuEventSynchronize(event %p)", event), r);
   }
   return absl::OkStatus();
 }

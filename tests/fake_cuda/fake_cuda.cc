@@ -24,6 +24,10 @@
 //     on a stream afterwards depend on the event as recorded at that call
 //     (an event recorded on the stream later completes only when the
 //     waited-for work has, transitively), as on a device;
+//   * events: cuEventCreate checks its flags; cuEventElapsedTime refuses an
+//     event made with CU_EVENT_DISABLE_TIMING (CUDA_ERROR_INVALID_HANDLE);
+//     a destroyed event is CUDA_ERROR_INVALID_HANDLE to every event call
+//     (destroyed events are kept, never reused, so a stale handle is caught);
 //   * any call can be made to fail on its Nth use with a chosen error.
 //
 // Not implemented: kernels, copies, VMM (cuMemCreate/Map), memory pools;
@@ -38,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,6 +92,7 @@ struct Stream {
 };
 
 struct Event {
+  unsigned flags = 0;
   std::shared_ptr<EventState> state;  // nullptr: never recorded
 };
 
@@ -134,6 +140,11 @@ struct State {
   Stream default_stream;
   std::vector<Stream*> streams;
   std::vector<Context*> contexts;  // every context ever made, never freed
+  // Events survive fake_cuda_reset, as memory does: a pool's events stay
+  // usable across tests. Destroyed ones move to `destroyed_events` instead of
+  // being freed, so their address is never handed out again.
+  std::set<Event*> events;
+  std::vector<std::unique_ptr<Event>> destroyed_events;
 };
 
 State& S() {
@@ -187,6 +198,12 @@ bool KnownStream(State& s, Stream* stream) {
     if (x == stream) return true;
   }
   return false;
+}
+
+// The live event behind `event`, or nullptr for null, unknown or destroyed.
+Event* ToEvent(State& s, CUevent event) {
+  auto* e = reinterpret_cast<Event*>(event);
+  return s.events.count(e) != 0 ? e : nullptr;
 }
 
 Context* Current() { return t_stack.empty() ? nullptr : t_stack.back(); }
@@ -432,19 +449,30 @@ FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
 
 FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned int flags) {
   FAKE_ENTER("cuEventCreate", true);
-  (void)flags;
-  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  constexpr unsigned kKnown =
+      CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (event == nullptr || (flags & ~kKnown) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // An interprocess event cannot carry timing data.
+  if ((flags & CU_EVENT_INTERPROCESS) != 0 &&
+      (flags & CU_EVENT_DISABLE_TIMING) == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  *event = reinterpret_cast<CUevent>(new Event);
+  auto* e = new Event;
+  e->flags = flags;
+  s.events.insert(e);
+  *event = reinterpret_cast<CUevent>(e);
   return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
   FAKE_ENTER("cuEventRecord", true);
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Event* e = ToEvent(s, event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   Stream* st = ToStream(s, stream);
   if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
-  auto* e = reinterpret_cast<Event*>(event);
   PruneWaits(st);
   auto state = std::make_shared<EventState>();
   state->stream = st;
@@ -457,18 +485,20 @@ FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
 
 FAKE_EXPORT CUresult cuEventQuery(CUevent event) {
   FAKE_ENTER("cuEventQuery", true);
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  auto* e = reinterpret_cast<Event*>(event);
+  Event* e = ToEvent(s, event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (e->state != nullptr && !Complete(*e->state)) return CUDA_ERROR_NOT_READY;
   return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
   FAKE_ENTER("cuEventSynchronize", true);
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  auto* e = reinterpret_cast<Event*>(event);
-  s.released.wait(lock,
-                  [&] { return e->state == nullptr || Complete(*e->state); });
+  Event* e = ToEvent(s, event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  // The state as recorded now: recording the event again while this thread
+  // waits does not move what it waits for (as on a device).
+  std::shared_ptr<EventState> state = e->state;
+  s.released.wait(lock, [&] { return state == nullptr || Complete(*state); });
   return CUDA_SUCCESS;
 }
 
@@ -476,10 +506,10 @@ FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event,
                                        unsigned int flags) {
   FAKE_ENTER("cuStreamWaitEvent", true);
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Event* e = ToEvent(s, event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   Stream* st = ToStream(s, stream);
   if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
-  auto* e = reinterpret_cast<Event*>(event);
   // An event never recorded, or complete, holds nothing up.
   if (e->state != nullptr && !Complete(*e->state)) {
     PruneWaits(st);
@@ -490,8 +520,33 @@ FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event,
 
 FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
   FAKE_ENTER("cuEventDestroy", true);
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  delete reinterpret_cast<Event*>(event);
+  Event* e = ToEvent(s, event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  s.events.erase(e);
+  e->state = nullptr;  // what it waited for can go
+  s.destroyed_events.emplace_back(e);
+  return CUDA_SUCCESS;
+}
+
+// cuda.h maps cuEventElapsedTime to this name. The fake keeps no clock: two
+// complete timed events are 0 ms apart.
+FAKE_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent start,
+                                           CUevent end) {
+  FAKE_ENTER("cuEventElapsedTime", true);
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Event* a = ToEvent(s, start);
+  Event* b = ToEvent(s, end);
+  if (a == nullptr || b == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  // The real driver's rule: timing disabled on either, or either never
+  // recorded, is an invalid handle here.
+  if (((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) != 0 ||
+      a->state == nullptr || b->state == nullptr) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (!Complete(*a->state) || !Complete(*b->state)) {
+    return CUDA_ERROR_NOT_READY;
+  }
+  *ms = 0.0f;
   return CUDA_SUCCESS;
 }
 
@@ -604,6 +659,7 @@ const Proc kProcs[] = {
     FAKE_PROC("cuEventSynchronize", cuEventSynchronize),
     FAKE_PROC("cuEventDestroy", cuEventDestroy_v2),
     FAKE_PROC("cuStreamWaitEvent", cuStreamWaitEvent),
+    FAKE_PROC("cuEventElapsedTime", cuEventElapsedTime_v2),
     FAKE_PROC("cuGetErrorName", cuGetErrorName),
     FAKE_PROC("cuGetErrorString", cuGetErrorString),
 };

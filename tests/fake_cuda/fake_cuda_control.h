@@ -35,6 +35,25 @@ void fake_cuda_fail_call(const char* name, int nth, int error);
 // Work queued on `stream` (0: the default stream) stays pending until
 // released: cuStreamQuery says CUDA_ERROR_NOT_READY, cuStreamSynchronize and
 // cuEventSynchronize block, events recorded on it are not complete.
+// Events recorded before the hold stay complete; holding a held stream again
+// does nothing, and one release ends the hold.
+//
+// Cross-stream waits follow the device: cuStreamWaitEvent(stream, event, 0)
+// makes work queued on `stream` afterwards depend on `event` as recorded at
+// that moment (recording the event again later does not move the wait). An
+// event recorded on `stream` after the wait completes only when `stream`'s
+// own hold allows it and every event it waited for is complete, transitively
+// (a waits for b, b waited for c: a's later work waits for c too);
+// cuStreamQuery and cuStreamSynchronize see the same. A wait for an event
+// never recorded, or already complete, holds nothing up. Its arguments are
+// checked as the real driver does: flags other than 0 are
+// CUDA_ERROR_INVALID_VALUE, an unknown stream or a null, unknown or
+// destroyed event CUDA_ERROR_INVALID_HANDLE.
+//
+// Events: a destroyed event is CUDA_ERROR_INVALID_HANDLE to every event call
+// (its address is never reused); events survive fake_cuda_reset.
+// cuEventElapsedTime refuses events made with CU_EVENT_DISABLE_TIMING
+// (CUDA_ERROR_INVALID_HANDLE), which shows how an event was created.
 void fake_cuda_hold_stream(void* stream);
 void fake_cuda_release_stream(void* stream);
 // Live allocations and their bytes on `device` (-1: pinned host memory).
