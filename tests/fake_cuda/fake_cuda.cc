@@ -139,6 +139,9 @@ struct State {
   std::map<std::string, long> calls;
   Stream default_stream;
   std::vector<Stream*> streams;
+  // Destroyed (or reset) streams: kept, never reused, so a stale handle stays
+  // detectable and events recorded on them stay valid (and nothing leaks).
+  std::vector<Stream*> retired;
   std::vector<Context*> contexts;  // every context ever made, never freed
   // Events survive fake_cuda_reset, as memory does: a pool's events stay
   // usable across tests. Destroyed ones move to `destroyed_events` instead of
@@ -429,6 +432,7 @@ FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
     if (s.streams[i] == st)
       s.streams.erase(s.streams.begin() + static_cast<long>(i));
   }
+  s.retired.push_back(st);
   return CUDA_SUCCESS;
 }
 
@@ -714,6 +718,7 @@ FAKE_EXPORT void fake_cuda_reset(void) {
   s.allocations.clear();
   s.failures.clear();
   s.calls.clear();
+  s.retired.insert(s.retired.end(), s.streams.begin(), s.streams.end());
   s.streams.clear();
   s.default_stream = Stream();
   s.init_error = CUDA_SUCCESS;
