@@ -193,7 +193,9 @@ class Allocator {
   [[nodiscard]] absl::Status RecordStreamUse(void* ptr, StreamId stream);
   // The caller already made `consumer` wait for everything queued on
   // `producer` so far (cudaStreamWaitEvent, or a synchronize): memory freed on
-  // `producer` before this call is safe for `consumer`.
+  // `producer` before this call is safe for `consumer`. So no free on
+  // `producer` may come between that wait and this call (with a thread per
+  // stream, order the two against the producer's frees).
   [[nodiscard]] absl::Status NotifyStreamWait(StreamId consumer,
                                               StreamId producer);
   // Call before destroying `stream`: the allocator records one last event on
@@ -421,10 +423,12 @@ class Allocator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Forgets chunk h: its map entry and its table slot.
   void DeleteChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Whether free neighbours a and b may merge now: always with one stream;
-  // with several, unless that would put memory one stream may use behind a
-  // fence it may not (one of them pending on another stream): such merges
-  // wait (MergeDeferred) until the fences are known complete.
+  // Whether free neighbours a and b may merge now: always when at most one
+  // of them is pending, or both only on the same stream (the merged chunk is
+  // then safe exactly where its pending part was, as a same-stream pool's
+  // segments coalesce); pending on two different streams, the merge would
+  // put memory one stream may use behind a fence it may not, so it waits
+  // (MergeDeferred) until the fences are known complete.
   bool MayMerge(ChunkHandle a, ChunkHandle b) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     const uint64_t fa = chunks_[a].fence, fb = chunks_[b].fence;
@@ -434,7 +438,8 @@ class Allocator {
   bool MayMergeFences(uint64_t a, uint64_t b) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Merges the free chunks whose merge a fence deferred and whose fences are
-  // now known complete. O(free chunks).
+  // now known complete, and gives back the dedicated regions that waited for
+  // theirs (pending_dedicated_). O(free chunks).
   void MergeDeferred() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Merges free chunk h with a free next, then a free previous neighbour
   // (TF's order); returns the surviving handle, not yet binned.
@@ -496,6 +501,9 @@ class Allocator {
   static constexpr uint64_t kFenceSeqMask = (uint64_t{1} << kFenceSeqBits) - 1;
   static constexpr uint64_t kMultiFenceBit = uint64_t{1} << 63;
   static constexpr StreamSlot kMaxStreams = StreamSlot{1} << 22;
+  // Events kept per stream (EventCovering): enough for polls to see
+  // progress, bounded for a stream whose work never completes.
+  static constexpr size_t kMaxEventsPerStream = 32;
   struct StreamState {
     StreamId id = kImplicitStream;
     bool forgotten = false;
@@ -716,6 +724,10 @@ class Allocator {
   int64_t next_allocation_id_ ABSL_GUARDED_BY(mutex_) = 1;
   // Dedicated regions held: frees look their region up only while > 0.
   int64_t num_dedicated_regions_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Freed dedicated regions whose fence could not be waited for (a failed
+  // synchronization): never handed out, given back once the fence is known
+  // complete (MergeDeferred). Their one chunk is free, fenced and unbinned.
+  std::vector<ChunkHandle> pending_dedicated_ ABSL_GUARDED_BY(mutex_);
   AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
   int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;
   // Invalid frees and requests reported (ReportInvalid), logged or not.

@@ -589,10 +589,11 @@ void Allocator::MergeDeferred() {
                     });
   }
   for (ChunkHandle h : ready) {
-    // An earlier merge in this loop may have taken it in.
+    // An earlier merge in this loop may have taken it in, or joined a
+    // pending fence into it: look again.
     const Chunk& c = chunks_[h];
     if (c.ptr == nullptr || c.in_use() || c.fence == 0 ||
-        region_manager_.get_handle(c.ptr) != h) {
+        region_manager_.get_handle(c.ptr) != h || !FenceComplete(c.fence)) {
       continue;
     }
     RemoveFreeChunkFromBin(h);
@@ -608,6 +609,23 @@ void Allocator::MergeDeferred() {
     if (stamp_free_regions_ && chunks_[merged].prev == kInvalidChunkHandle &&
         chunks_[merged].next == kInvalidChunkHandle) {
       LinkFreeRegion(merged);
+    }
+  }
+  if (ABSL_PREDICT_FALSE(!pending_dedicated_.empty())) {
+    size_t kept = 0;
+    for (ChunkHandle h : pending_dedicated_) {
+      if (FenceComplete(chunks_[h].fence)) {
+        // A copy: the release erases the region from the manager.
+        const internal::AllocationRegion r =
+            *region_manager_.RegionFor(chunks_[h].ptr);
+        (void)ReleaseRegionLocked(r, /*binned=*/false);
+      } else {
+        pending_dedicated_[kept++] = h;
+      }
+    }
+    if (kept < pending_dedicated_.size()) {
+      pending_dedicated_.resize(kept);
+      WakeWaiters();
     }
   }
 }
@@ -1208,14 +1226,17 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(
     const internal::AllocationRegion* r =
         region_manager_.RegionFor(chunks_[h].ptr);
     if (r != nullptr && r->dedicated()) {
-      if (ABSL_PREDICT_FALSE(!FenceComplete(chunks_[h].fence))) {
-        // Given back at once, so its stream's work must be done first (as
-        // cudaFree synchronizes); on a StreamOps failure (logged) it goes
-        // back anyway: a broken device is past saving.
-        (void)SynchronizeFence(chunks_[h].fence);
-      }
       // Its own region, its only chunk: given back at once, never pooled.
       stats_.huge_bytes_in_use -= static_cast<int64_t>(chunks_[h].size);
+      if (ABSL_PREDICT_FALSE(!FenceComplete(chunks_[h].fence)) &&
+          !SynchronizeFence(chunks_[h].fence).ok()) {
+        // Its stream's work must be done before it goes back (as cudaFree
+        // synchronizes); it could not be waited for (logged), so it stays,
+        // unused, until its fence is known complete.
+        pending_dedicated_.push_back(h);
+        MaybeValidate("Deallocate (dedicated region, pending)");
+        return;
+      }
       (void)ReleaseRegionLocked(*r, /*binned=*/false);
       WakeWaiters();
       MaybeValidate("Deallocate (dedicated region)");

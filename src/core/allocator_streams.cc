@@ -102,6 +102,15 @@ absl::Status Allocator::ForgetStream(StreamId stream) {
   const StreamSlot slot = it->second;
   StreamState& st = streams_[slot];
   absl::Status result;
+  // Live memory this stream used (RecordStreamUse) is freed later, on
+  // another stream: its fence then names this stream's last point (see
+  // StampFree), so that point must cover the uses made so far.
+  for (const auto& [h, uses] : extra_uses_) {
+    if (std::find(uses.begin(), uses.end(), slot) != uses.end()) {
+      ++st.seq;
+      break;
+    }
+  }
   if (st.seq > st.completed && st.recorded < st.seq) {
     // One last event, so that the stream's pending points can still be
     // learnt after it is gone (events outlive their stream).
@@ -179,7 +188,11 @@ uint64_t Allocator::StampFree(ChunkHandle h, StreamSlot slot) {
   std::vector<std::pair<StreamSlot, uint64_t>> parts;
   parts.emplace_back(slot, own);
   for (StreamSlot u : it->second) {
-    if (u != slot) parts.emplace_back(u, ++streams_[u].seq);
+    if (u == slot) continue;
+    // A forgotten stream runs nothing more: its uses are covered by the
+    // point ForgetStream stamped (and its last event).
+    StreamState& user = streams_[u];
+    parts.emplace_back(u, user.forgotten ? user.seq : ++user.seq);
   }
   extra_uses_.erase(it);
   return MakeFence(parts);
@@ -235,7 +248,9 @@ bool Allocator::FenceComplete(uint64_t fence) const {
 }
 
 bool Allocator::MayMergeFences(uint64_t a, uint64_t b) const {
-  if (FenceComplete(a) && FenceComplete(b)) return true;
+  // One side clean: the merged chunk keeps the other's fence (JoinFences),
+  // so no memory becomes usable early; the clean part waits with it.
+  if (FenceComplete(a) || FenceComplete(b)) return true;
   // Two points of one stream: the merged chunk is safe exactly where each
   // part was (the later point).
   return a != 0 && b != 0 && !((a | b) & kMultiFenceBit) &&
@@ -345,6 +360,20 @@ StreamOps::Event Allocator::EventCovering(StreamSlot producer, uint64_t point,
   // Recorded now, after every free stamped so far on the stream.
   st.recorded = st.seq;
   st.events.emplace_back(*e, st.seq);
+  // The newest event covers every earlier point; older ones only serve
+  // polls, which may find them complete sooner. Without polls
+  // (reuse_allow_opportunistic off) they serve nothing, and a stream whose
+  // work never completes must not collect events without bound.
+  if (!opts_.reuse_allow_opportunistic) {
+    for (size_t i = 0; i + 1 < st.events.size(); ++i) {
+      stream_ops_->ReleaseEvent(st.events[i].first);
+    }
+    st.events.erase(st.events.begin(), st.events.end() - 1);
+  } else if (st.events.size() > kMaxEventsPerStream) {
+    const auto second_newest = st.events.end() - 2;
+    stream_ops_->ReleaseEvent(second_newest->first);
+    st.events.erase(second_newest);
+  }
   return *e;
 }
 

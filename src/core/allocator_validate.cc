@@ -16,6 +16,7 @@
 // Messages name the object: "Allocator 'gpu': region 0 [0x..., 0x...): chunk
 // 4 Chunk{...} should start at 0x...". With BFC_CHECK_LEVEL >= 2,
 // MaybeValidate runs ValidateOrDie after every mutating call.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -107,19 +108,40 @@ absl::Status Allocator::ValidateLocked() const {
   int64_t requested_bytes = 0;
   int64_t dedicated_regions = 0;
   int64_t dedicated_bytes = 0;
+  size_t pending_regions = 0;
   for (size_t i = 0; i < regions.size(); ++i) {
     const internal::AllocationRegion& r = regions[i];
     // Messages only (formatting on every region would cost more than the
     // region's checks).
     auto region = [&] { return DescribeRegion(i, r); };
     if (r.dedicated()) {
-      // One chunk, in use, spanning the region: it is given back when freed.
+      // One chunk, in use, spanning the region: it is given back when freed
+      // -- or, freed while a fence could not be waited for, free, fenced and
+      // listed in pending_dedicated_ (never binned).
       const ChunkHandle first = region_manager_.get_handle(r.ptr());
       if (first == kInvalidChunkHandle || !chunks_.InRange(first) ||
-          !chunks_[first].in_use() || chunks_[first].size != r.memory_size()) {
-        return fail(region(), " is dedicated but is not one chunk in use");
+          chunks_[first].size != r.memory_size() ||
+          chunks_[first].next != kInvalidChunkHandle) {
+        return fail(region(), " is dedicated but is not one chunk");
       }
       ++dedicated_regions;
+      const bool pending =
+          std::find(pending_dedicated_.begin(), pending_dedicated_.end(),
+                    first) != pending_dedicated_.end();
+      if (chunks_[first].in_use() == pending) {
+        return fail(region(), " is dedicated; its chunk is ",
+                    pending ? "in use but listed as pending release"
+                            : "free but not listed as pending release");
+      }
+      if (pending) {
+        ++pending_regions;
+        if (chunks_[first].fence == 0 || chunks_[first].requested_size != 0) {
+          return fail(region(), " waits for release without a fence");
+        }
+        region_bytes += r.memory_size();
+        ++chunks_seen;
+        continue;
+      }
       dedicated_bytes += static_cast<int64_t>(r.memory_size());
     }
     if (i > 0 && coalesce_regions_ && regions[i - 1].end_addr() == r.addr() &&
@@ -299,6 +321,11 @@ absl::Status Allocator::ValidateLocked() const {
   }
 
   // --- Invariant 5: stats agree with the chunks and regions -----------------
+  if (pending_regions != pending_dedicated_.size()) {
+    return fail(pending_dedicated_.size(),
+                " dedicated regions listed as pending release, ",
+                pending_regions, " found");
+  }
   if (dedicated_regions != num_dedicated_regions_ ||
       dedicated_bytes != stats_.huge_bytes_in_use) {
     return fail(dedicated_regions, " dedicated regions of ", dedicated_bytes,
