@@ -39,6 +39,8 @@
 #include "absl/strings/str_format.h"
 #include "bfc/allocator.h"
 #include "bfc/log.h"
+#include "bfc/memory_dump.h"
+#include "bfc/report/memory_dump_json.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gtest/gtest.h"
 #include "testing/fake_stream_ops.h"
@@ -739,6 +741,69 @@ TEST(AllocatorStreamsTest, ForgottenRecordedUserDoesNotPinMemory) {
     EXPECT_EQ(r.alloc->ReleaseFreeRegions(), 2 * kMiB);
     r.ExpectClean();
   }
+}
+
+// What waits on streams is visible: GetStreamStats, the memory dump (each
+// pending chunk names its streams; per-stream bytes) and its JSON, which
+// reads back to the same; once the work completes and the allocator learns
+// it, nothing is pending.
+TEST(AllocatorStreamsTest, PendingMemoryShowsInStatsAndDumps) {
+  Rig r(Rules(7), 8 * kMiB);
+  void* a = r.AllocUse(kA, 2 * kMiB);  // the first region: 2 MiB
+  r.Free(a, kA);                       // pending on A
+  const Allocator::StreamStats s = r.alloc->GetStreamStats();
+  EXPECT_EQ(s.streams, 2);  // the implicit stream and A
+  EXPECT_EQ(s.bytes_pending, static_cast<int64_t>(2 * kMiB));
+  MemoryDump d = r.alloc->RecordMemoryMap();
+  ASSERT_EQ(d.chunks.size(), 1u);
+  EXPECT_EQ(d.chunks[0].pending_streams,
+            std::vector<uint64_t>{reinterpret_cast<uintptr_t>(kA)});
+  ASSERT_EQ(d.streams.size(), 2u);
+  EXPECT_EQ(d.streams[1].stream, reinterpret_cast<uintptr_t>(kA));
+  EXPECT_EQ(d.streams[1].bytes_pending, static_cast<int64_t>(2 * kMiB));
+  EXPECT_EQ(d.streams[0].bytes_pending, 0);
+  const std::string json = MemoryDumpToJson(d);
+  absl::StatusOr<MemoryDump> back = MemoryDumpFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(MemoryDumpToJson(*back), json);
+  EXPECT_EQ(back->chunks[0].pending_streams, d.chunks[0].pending_streams);
+  EXPECT_EQ(back->stream_stats.bytes_pending, s.bytes_pending);
+  // B takes it after a wait (internal dependencies): one event, one wait.
+  void* b = r.AllocUse(kB, 2 * kMiB);
+  EXPECT_EQ(b, a);
+  const Allocator::StreamStats t = r.alloc->GetStreamStats();
+  EXPECT_EQ(t.events_recorded, 1);
+  EXPECT_EQ(t.waits_inserted, 1);
+  EXPECT_EQ(t.bytes_pending, 0);
+  r.Free(b, kB);
+  r.dev->CompleteAll();
+  // The next cross-stream look polls: complete, nothing pending.
+  void* c = r.AllocUse(kA, 2 * kMiB);
+  EXPECT_EQ(c, a);
+  r.Free(c, kA);
+  r.ExpectClean();
+}
+
+// A dump of a program that used one stream has no stream fields, and a
+// dump JSON with a pending list on an in-use chunk is refused.
+TEST(AllocatorStreamsTest, OneStreamDumpsHaveNoStreamFields) {
+  Rig r(Rules(7), 8 * kMiB);
+  void* a = r.AllocUse(kImplicitStream, kMiB);
+  const std::string json = MemoryDumpToJson(r.alloc->RecordMemoryMap());
+  for (const char* key :
+       {"\"streams\":", "\"stream_stats\":", "\"pending_streams\":"}) {
+    EXPECT_EQ(json.find(key), std::string::npos) << key;
+  }
+  std::string bad = json;
+  const std::string key = "\"in_use\":true";
+  ASSERT_NE(bad.find(key), std::string::npos);
+  bad.insert(bad.find(key), "\"pending_streams\":[1],");
+  absl::StatusOr<MemoryDump> refused = MemoryDumpFromJson(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("pending_streams"),
+            std::string::npos)
+      << refused.status();
+  r.Free(a, kImplicitStream);
 }
 
 // --- Randomized schedules

@@ -69,8 +69,10 @@
 #define BFC_ALLOCATOR_H_
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -93,6 +95,7 @@
 #include "bfc/internal/mutex.h"
 #include "bfc/internal/region_manager.h"
 #include "bfc/memory_dump.h"
+#include "bfc/shared_counter.h"
 #include "bfc/stream_ops.h"
 #include "bfc/sub_allocator.h"
 
@@ -104,8 +107,11 @@ namespace bfc {
 struct AllocationAttributes {
   // May wait for another thread's free (when Options::allow_retry_on_failure).
   bool retry_on_failure = true;
-  // TF's timestamped reuse. Accepted for source compatibility; bfc does not
-  // delay reuse, so it is never called.
+  // TF's timestamped reuse (Allocator::SetTimingCounter): when set, it is
+  // called (without the allocator's lock, once per attempt) for the highest
+  // free count whose memory this allocation may take; chunks freed later are
+  // skipped. Not owned. Not called without a timing counter (every count is
+  // then 0: its answer could not change anything).
   std::function<uint64_t()>* freed_by_func = nullptr;
   // A region of its own for this allocation, as Options::huge_allocation_bytes
   // gives large requests: exact, never split or reused, given back on free.
@@ -209,17 +215,24 @@ class Allocator {
   // Whether SetStreamOps was given events (cross-stream reuse can learn of
   // completion and insert waits).
   bool HasStreamOps() const;
-  // What cross-stream reuse cost so far (never reset).
-  struct StreamStats {
-    int64_t streams = 0;           // streams seen (kImplicitStream included)
-    int64_t events_recorded = 0;   // StreamOps::RecordEvent calls
-    int64_t event_queries = 0;     // StreamOps::QueryEvent calls
-    int64_t waits_inserted = 0;    // StreamOps::StreamWaitEvent calls
-    int64_t synchronizations = 0;  // StreamOps::SynchronizeEvent calls
-    int64_t stream_op_errors = 0;  // StreamOps calls that failed
-    // Free bytes whose fence is not yet known complete, right now.
-    int64_t bytes_pending = 0;
-  };
+
+  // --- TF's timestamped reuse (XLA/TF BFCAllocator) --------------------------
+  // With a timing counter, every free takes counter->next() as the chunk's
+  // free count and is not coalesced at once: the chunk waits in its bin,
+  // reusable only by an allocation whose freed_by_func returns at least its
+  // count (or that names none), and merges with its neighbours once
+  // SetSafeFrontier passes its count (checked at each allocation) or, for an
+  // allocation without freed_by_func that would otherwise fail, when forced.
+  // A split remainder keeps its parent's count; a merge keeps the later one.
+  // Call before the first free; `counter` is not owned and must outlive the
+  // allocator. nullptr turns nothing off once set (as in TF).
+  void SetTimingCounter(SharedCounter* counter);
+  // Free counts below `count` are safe for any allocation (only raised; a
+  // lower value is ignored). Wakes allocations waiting to retry.
+  void SetSafeFrontier(uint64_t count);
+
+  // What cross-stream reuse cost so far (bfc/allocator_stats.h).
+  using StreamStats = ::bfc::StreamStats;
   StreamStats GetStreamStats() const;
 
   bool TracksAllocationSizes() const { return true; }
@@ -431,12 +444,32 @@ class Allocator {
   // (MergeDeferred) until the fences are known complete.
   bool MayMerge(ChunkHandle a, ChunkHandle b) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    // TF: a chunk with a free count merges only once it is safe (or forced).
+    if (ABSL_PREDICT_FALSE(!freed_at_.empty()) && !force_timestamp_merge_ &&
+        (FreedAt(a) != 0 || FreedAt(b) != 0)) {
+      return false;
+    }
     const uint64_t fa = chunks_[a].fence, fb = chunks_[b].fence;
     if (ABSL_PREDICT_TRUE((fa | fb) == 0)) return true;
     return MayMergeFences(fa, fb);
   }
+  StreamStats StreamStatsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool MayMergeFences(uint64_t a, uint64_t b) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A free chunk's TF free count (0: none, or known safe).
+  uint64_t FreedAt(ChunkHandle h) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    auto it = freed_at_.find(h);
+    return it == freed_at_.end() ? 0 : it->second;
+  }
+  // TF's MergeTimestampedChunks: coalesces the queued chunks whose counts are
+  // below the safe frontier (required_bytes 0), or any queued chunk until one
+  // of required_bytes forms. Whether that happened (always for 0).
+  bool MergeTimestampedChunks(size_t required_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Calls attr.freed_by_func without the lock (0 when it is unset or there
+  // is no timing counter; 0 and an error log if it throws).
+  uint64_t FreedBefore(const AllocationAttributes& attr)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Merges the free chunks whose merge a fence deferred and whose fences are
   // now known complete, and gives back the dedicated regions that waited for
   // theirs (pending_dedicated_). O(free chunks).
@@ -724,6 +757,18 @@ class Allocator {
   int64_t next_allocation_id_ ABSL_GUARDED_BY(mutex_) = 1;
   // Dedicated regions held: frees look their region up only while > 0.
   int64_t num_dedicated_regions_ ABSL_GUARDED_BY(mutex_) = 0;
+  // TF's timestamped reuse (SetTimingCounter): the counter, the safe
+  // frontier, each free chunk's count (only while timestamped; a side table
+  // so that chunks stay small), the chunks freed since (TF's queue; entries
+  // may be stale: rechecked when used), the allocation's freed_by_func
+  // count, and whether merges ignore counts (a forced merge).
+  SharedCounter* timing_counter_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  std::atomic<bool> has_timing_counter_{false};  // read without the lock
+  uint64_t safe_frontier_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::flat_hash_map<ChunkHandle, uint64_t> freed_at_ ABSL_GUARDED_BY(mutex_);
+  std::deque<ChunkHandle> timestamped_chunks_ ABSL_GUARDED_BY(mutex_);
+  uint64_t alloc_freed_before_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool force_timestamp_merge_ ABSL_GUARDED_BY(mutex_) = false;
   // Freed dedicated regions whose fence could not be waited for (a failed
   // synchronization): never handed out, given back once the fence is known
   // complete (MergeDeferred). Their one chunk is free, fenced and unbinned.

@@ -88,6 +88,20 @@ struct AllocatorStats {
   std::string DebugString() const;
 };
 
+// What stream-ordered reuse cost so far (Allocator::GetStreamStats; never
+// reset), and what waits on streams now.
+struct StreamStats {
+  int64_t streams = 0;           // streams seen (kImplicitStream included)
+  int64_t events_recorded = 0;   // StreamOps::RecordEvent calls
+  int64_t event_queries = 0;     // StreamOps::QueryEvent calls
+  int64_t waits_inserted = 0;    // StreamOps::StreamWaitEvent calls
+  int64_t synchronizations = 0;  // StreamOps::SynchronizeEvent calls
+  int64_t stream_op_errors = 0;  // StreamOps calls that failed
+  // Free bytes whose fence is not yet known complete, right now (freed
+  // dedicated regions waiting to go back included).
+  int64_t bytes_pending = 0;
+};
+
 enum class StatKind { kInt, kOptionalInt, kDouble };
 
 // One row of the table.

@@ -63,6 +63,18 @@ struct ChunkDump {
   // Symbolized frames, innermost (the caller of AllocateRaw) first; empty
   // unless record_allocation_sites was on when the chunk was handed out.
   std::vector<std::string> site;
+  // A free chunk that work queued on these streams may still use (its fence
+  // is not known complete): reused by another stream only after a wait.
+  // Stream handles as integers; empty when clean or in use.
+  std::vector<uint64_t> pending_streams;
+};
+
+// One stream the allocator has seen (stream-ordered reuse).
+struct StreamDump {
+  uint64_t stream = 0;         // the handle as an integer (0: the implicit one)
+  bool forgotten = false;      // ForgetStream was called
+  int64_t bytes_pending = 0;   // free bytes whose fence names this stream
+  int64_t events_pending = 0;  // recorded events not yet known complete
 };
 
 // TF's per-bin line: "Bin (256): Total Chunks: 3, Chunks in use: 2. ..."
@@ -87,6 +99,9 @@ struct MemoryDump {
   std::vector<RegionDump> regions;  // address order
   std::vector<ChunkDump> chunks;    // address order (region by region)
   std::vector<BinDump> bins;        // kNumBins entries, bin 0 first
+  // Streams: empty while only the implicit stream was used.
+  std::vector<StreamDump> streams;
+  StreamStats stream_stats;
 
   // Derived totals, for reports.
   uint64_t PoolBytes() const;

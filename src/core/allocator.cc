@@ -16,6 +16,7 @@
 
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -301,6 +302,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
     if (ABSL_PREDICT_FALSE(rounded >= huge_threshold_)) return nullptr;
     internal::MutexLock lock(&mutex_);
     alloc_stream_ = 0;
+    if (ABSL_PREDICT_FALSE(!timestamped_chunks_.empty())) {
+      MergeTimestampedChunks(0);
+    }
     const ChunkHandle h = FindChunk(alignment, rounded);
     if (h != kInvalidChunkHandle) {
       return AllocateChunk(h, alignment, rounded, num_bytes);
@@ -319,7 +323,8 @@ void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
                              const AllocationAttributes& attr) {
   // A dedicated request never takes a pooled chunk; the fast path is the
   // implicit stream's.
-  void* ptr = attr.dedicated || attr.stream != kImplicitStream
+  void* ptr = attr.dedicated || attr.stream != kImplicitStream ||
+                      attr.freed_by_func != nullptr
                   ? nullptr
                   : AllocateFast(alignment, num_bytes);
   if (ABSL_PREDICT_TRUE(ptr != nullptr)) return ptr;
@@ -375,7 +380,12 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
                                 size_t rounded,
                                 const AllocationAttributes& attr,
                                 absl::Status* failure) {
+  uint64_t freed_before = FreedBefore(attr);
   internal::MutexLock lock(&mutex_);
+  // Only this call's searches are limited by its freed_by_func.
+  absl::Cleanup no_limit = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    alloc_freed_before_ = 0;
+  };
   const bool dedicated = attr.dedicated || rounded >= huge_threshold_;
   StreamSlot slot = 0;
   if (ABSL_PREDICT_FALSE(attr.stream != kImplicitStream)) {
@@ -387,6 +397,7 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
     slot = *s;
   }
   alloc_stream_ = slot;
+  alloc_freed_before_ = freed_before;
   void* ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
   if (ptr != nullptr) return ptr;
   absl::Status cause = FailureCauseLocked();
@@ -410,7 +421,15 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
       ++stats_.num_retries;
       freed_cv_.WaitWithDeadline(&mutex_, deadline);
       --num_waiters_;
-      alloc_stream_ = slot;  // another thread's call may have set it
+      if (attr.freed_by_func != nullptr) {
+        // TF asks again on every attempt (the device may have moved on), and
+        // never with the lock held.
+        mutex_.Unlock();
+        freed_before = FreedBefore(attr);
+        mutex_.Lock();
+      }
+      alloc_stream_ = slot;  // another thread's call may have set them
+      alloc_freed_before_ = freed_before;
       ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
       if (ptr != nullptr) return ptr;
       cause = FailureCauseLocked();
@@ -494,6 +513,10 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     stats_.huge_bytes_in_use += static_cast<int64_t>(chunks_[d].size);
     return AllocateChunk(d, alignment, rounded, num_bytes, /*may_split=*/false);
   }
+  // TF: queued timestamped chunks whose counts became safe merge first.
+  if (ABSL_PREDICT_FALSE(!timestamped_chunks_.empty())) {
+    MergeTimestampedChunks(0);
+  }
   ChunkHandle h = FindChunk(alignment, rounded);
   if (ABSL_PREDICT_FALSE(multi_stream_) && h == kInvalidChunkHandle) {
     // Nothing safe for this stream yet: what completed since, then what a
@@ -539,6 +562,13 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
       MergeDeferred();
       h = FindChunkForAnyStream(alignment, rounded);
     }
+    // TF: rather than fail a request without a count limit, merge queued
+    // timestamped chunks, unsafe ones too, until one large enough forms.
+    if (ABSL_PREDICT_FALSE(!timestamped_chunks_.empty()) &&
+        h == kInvalidChunkHandle && alloc_freed_before_ == 0 &&
+        MergeTimestampedChunks(rounded)) {
+      h = FindChunkForAnyStream(alignment, rounded);
+    }
     // Last resort before failing: give fully-free regions back so the
     // sub-allocator can hand out one larger region.
     if (h == kInvalidChunkHandle && DeallocateFreeRegions(rounded) &&
@@ -577,6 +607,110 @@ Allocator::ChunkHandle Allocator::FindChunkAcrossStreams(size_t alignment,
     return kInvalidChunkHandle;
   }
   return h;
+}
+
+// --- TF's timestamped reuse
+// ---------------------------------------------------
+
+void Allocator::SetTimingCounter(SharedCounter* counter) {
+  internal::MutexLock lock(&mutex_);
+  if (counter == nullptr) return;  // TF never turns it off
+  timing_counter_ = counter;
+  has_timing_counter_.store(true, std::memory_order_release);
+}
+
+void Allocator::SetSafeFrontier(uint64_t count) {
+  internal::MutexLock lock(&mutex_);
+  if (count <= safe_frontier_) return;
+  safe_frontier_ = count;
+  // Waiting allocations may now merge (and so fit): TF's NotifyDealloc.
+  WakeWaiters();
+}
+
+uint64_t Allocator::FreedBefore(const AllocationAttributes& attr) {
+  // Without a timing counter every count is 0: the answer could not
+  // change anything, so the caller's function is not run.
+  if (attr.freed_by_func == nullptr || *attr.freed_by_func == nullptr ||
+      !has_timing_counter_.load(std::memory_order_acquire)) {
+    return 0;
+  }
+  uint64_t count = 0;
+  std::string what;
+  if (!CallUserCode([&] { count = (*attr.freed_by_func)(); }, &what)) {
+    Log(LogSeverity::kError,
+        absl::StrCat("Allocator '", name_,
+                     "': AllocationAttributes::freed_by_func threw: ", what,
+                     "; allocating without a free-count limit"));
+    return 0;
+  }
+  return count;
+}
+
+bool Allocator::MergeTimestampedChunks(size_t required_bytes) {
+  bool satisfied = required_bytes == 0;
+  // A queued handle may be stale (merged away, reallocated, or its slot
+  // recycled for another chunk): only a free, binned chunk that the map
+  // still resolves is merged, whichever chunk it now is (as in TF).
+  auto still_queued_chunk =
+      [&](ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        if (!chunks_.InRange(h)) return false;
+        const Chunk& c = chunks_[h];
+        return c.ptr != nullptr && !c.in_use() &&
+               region_manager_.get_handle(c.ptr) == h &&
+               bins_[BinNumForSize(c.size)].Contains(c.size, c.ptr);
+      };
+  std::vector<void*> to_merge;
+  std::deque<ChunkHandle> keep;
+  while (!timestamped_chunks_.empty()) {
+    const ChunkHandle h = timestamped_chunks_.front();
+    timestamped_chunks_.pop_front();
+    if (!still_queued_chunk(h)) continue;
+    const uint64_t count = FreedAt(h);
+    if (count == 0) {
+      to_merge.push_back(chunks_[h].ptr);
+    } else if (count < safe_frontier_) {
+      freed_at_.erase(h);  // safe from now on
+      to_merge.push_back(chunks_[h].ptr);
+    } else if (required_bytes > 0) {
+      to_merge.push_back(chunks_[h].ptr);
+    } else {
+      keep.push_back(h);
+    }
+  }
+  timestamped_chunks_.swap(keep);
+  // A standard merge takes them all; a forced one (counts ignored) stops
+  // once a chunk of required_bytes formed and queues the rest again.
+  force_timestamp_merge_ = required_bytes > 0;
+  for (void* ptr : to_merge) {
+    const ChunkHandle h = region_manager_.get_handle(ptr);
+    if (h == kInvalidChunkHandle || chunks_[h].ptr != ptr ||
+        chunks_[h].in_use()) {
+      continue;  // merged into an earlier one of this loop
+    }
+    if (required_bytes > 0 && satisfied) {
+      timestamped_chunks_.push_back(h);
+      continue;
+    }
+    const bool was_whole_region = chunks_[h].prev == kInvalidChunkHandle &&
+                                  chunks_[h].next == kInvalidChunkHandle;
+    RemoveFreeChunkFromBin(h);
+    const ChunkHandle merged = TryToCoalesce(h);
+    InsertFreeChunkIntoBin(merged);
+    if (stamp_free_regions_ && !was_whole_region &&
+        chunks_[merged].prev == kInvalidChunkHandle &&
+        chunks_[merged].next == kInvalidChunkHandle) {
+      LinkFreeRegion(merged);
+    }
+    if (required_bytes > 0) {
+      // Still counted: queued again (TF requeues only a chunk that merged
+      // into its previous neighbour, and loses the others' counts' merges).
+      if (FreedAt(merged) != 0) timestamped_chunks_.push_back(merged);
+      if (chunks_[merged].size >= required_bytes) satisfied = true;
+    }
+  }
+  force_timestamp_merge_ = false;
+  MaybeValidate("MergeTimestampedChunks");
+  return satisfied;
 }
 
 void Allocator::MergeDeferred() {
@@ -648,16 +782,19 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
   const size_t below = ABSL_PREDICT_FALSE(oversize_filter_) && !any_size
                            ? MaxFitFor(rounded_bytes)
                            : std::numeric_limits<size_t>::max();
-  // Once several streams are in use, only chunks safe for this one.
+  // Once several streams are in use, only chunks safe for this one; with a
+  // freed_by_func count, only chunks freed at or before it (TF).
   const bool safe_only = ABSL_PREDICT_FALSE(multi_stream_) && !unsafe_ok;
+  const uint64_t freed_before = alloc_freed_before_;
+  const bool filtered = safe_only || ABSL_PREDICT_FALSE(freed_before != 0);
   uint32_t candidates = non_empty_bins_ & (~uint32_t{0} << bin_num);
   while (candidates != 0) {
     const BinNum b = __builtin_ctz(candidates);
     candidates &= candidates - 1;
     internal::Bin::Entry entry;
     bool found;
-    if (ABSL_PREDICT_FALSE(safe_only)) {
-      // The best fit among the chunks this stream may use now.
+    if (ABSL_PREDICT_FALSE(filtered)) {
+      // The best fit among the chunks this request may use now.
       if (internal::BinNumToSize(b) >= below) break;
       found = bins_[b].TakeFirst(
           rounded_bytes,
@@ -665,7 +802,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
             const uintptr_t pad = AlignUp(e.addr, alignment) - e.addr;
             return e.size < below && e.size >= pad &&
                    e.size - pad >= rounded_bytes &&
-                   FenceSafeFor(chunks_[e.handle].fence, alloc_stream_);
+                   (!safe_only ||
+                    FenceSafeFor(chunks_[e.handle].fence, alloc_stream_)) &&
+                   (freed_before == 0 || FreedAt(e.handle) <= freed_before);
           },
           &entry);
     } else if (!over_aligned) {
@@ -739,6 +878,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
     InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
   }
   if (ABSL_PREDICT_FALSE(chunks_[h].fence != 0)) SetFence(h, 0);
+  if (ABSL_PREDICT_FALSE(!freed_at_.empty())) freed_at_.erase(h);
   Chunk& c = chunks_[h];
   c.requested_size = num_bytes;
   c.allocation_id = next_allocation_id_++;
@@ -1243,6 +1383,20 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(
       return;
     }
   }
+  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) {
+    // TF: stamped with the next count and queued, not coalesced, until
+    // its count is safe (MergeTimestampedChunks).
+    freed_at_[h] = static_cast<uint64_t>(timing_counter_->next());
+    timestamped_chunks_.push_back(h);
+    InsertFreeChunkIntoBin(h);
+    if (stamp_free_regions_ && chunks_[h].prev == kInvalidChunkHandle &&
+        chunks_[h].next == kInvalidChunkHandle) {
+      LinkFreeRegion(h);
+    }
+    WakeWaiters();
+    MaybeValidate("Deallocate (timestamped)");
+    return;
+  }
   const ChunkHandle merged = TryToCoalesce(h);
   InsertFreeChunkIntoBin(merged);
   if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
@@ -1382,6 +1536,14 @@ Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
     n.fence = c.fence;
     RefFence(n.fence);
   }
+  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) {
+    // TF: the remainder inherits the free count. Unlike TF it is queued
+    // too, so that it merges with its neighbours once safe (TF leaves it
+    // apart for good: fragmentation that only grows).
+    const uint64_t count = FreedAt(h);
+    if (count != 0) freed_at_[nh] = count;
+    timestamped_chunks_.push_back(nh);
+  }
   if (c.next != kInvalidChunkHandle) chunks_[c.next].prev = nh;
   c.next = nh;
   region_manager_.set_handle(n.ptr, nh);
@@ -1407,6 +1569,12 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::Merge(ChunkHandle h1,
     c1.fence = JoinFences(c1.fence, c2.fence);
     chunks_[h2].fence = 0;  // its reference went to the join
   }
+  if (ABSL_PREDICT_FALSE(!freed_at_.empty())) {
+    // TF: the later free count.
+    const uint64_t count = std::max(FreedAt(h1), FreedAt(h2));
+    freed_at_.erase(h2);
+    if (count != 0) freed_at_[h1] = count;
+  }
   DeleteChunk(h2);
 }
 
@@ -1414,6 +1582,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::DeleteChunk(ChunkHandle h) {
   // Its fence went to a merge or was dropped by the caller (multi-fences are
   // counted).
   BFC_DCHECK_EQ(chunks_[h].fence, uint64_t{0});
+  if (ABSL_PREDICT_FALSE(!freed_at_.empty())) freed_at_.erase(h);
   const bool unmapped = region_manager_.erase(chunks_[h].ptr);
   BFC_DCHECK(unmapped);
   chunks_.Deallocate(h);

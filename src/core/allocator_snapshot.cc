@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/debugging/stacktrace.h"
 #include "absl/debugging/symbolize.h"
@@ -194,6 +195,8 @@ MemoryDump Allocator::RecordMemoryMapLocked(bool sites) const {
   }
 
   Symbolizer symbolizer;
+  std::vector<std::pair<StreamSlot, uint64_t>> parts;
+  std::vector<int64_t> per_stream_pending(streams_.size(), 0);
   d.chunks.reserve(chunks_.num_live());
   for (const internal::AllocationRegion& r : region_manager_.regions()) {
     const int region = static_cast<int>(d.regions.size());
@@ -210,6 +213,15 @@ MemoryDump Allocator::RecordMemoryMapLocked(bool sites) const {
                           : internal::BinNumForSize(c.size);
       cd.allocation_id = c.allocation_id;
       cd.region = region;
+      if (ABSL_PREDICT_FALSE(c.fence != 0) && !FenceComplete(c.fence)) {
+        FenceParts(c.fence, &parts);
+        for (const auto& [p, q] : parts) {
+          if (q <= streams_[p].completed) continue;
+          cd.pending_streams.push_back(static_cast<uint64_t>(
+              reinterpret_cast<uintptr_t>(streams_[p].id)));
+          per_stream_pending[p] += static_cast<int64_t>(c.size);
+        }
+      }
       if (sites && cd.in_use) {
         auto it = sites_.find(c.allocation_id);
         if (it != sites_.end()) {
@@ -226,6 +238,18 @@ MemoryDump Allocator::RecordMemoryMapLocked(bool sites) const {
       }
       d.chunks.push_back(std::move(cd));
     }
+  }
+  if (multi_stream_) {
+    for (StreamSlot p = 0; p < streams_.size(); ++p) {
+      StreamDump sd;
+      sd.stream =
+          static_cast<uint64_t>(reinterpret_cast<uintptr_t>(streams_[p].id));
+      sd.forgotten = streams_[p].forgotten;
+      sd.bytes_pending = per_stream_pending[p];
+      sd.events_pending = static_cast<int64_t>(streams_[p].events.size());
+      d.streams.push_back(sd);
+    }
+    d.stream_stats = StreamStatsLocked();
   }
   return d;
 }

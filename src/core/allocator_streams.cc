@@ -134,6 +134,10 @@ bool Allocator::HasStreamOps() const {
 
 Allocator::StreamStats Allocator::GetStreamStats() const {
   internal::MutexLock lock(&mutex_);
+  return StreamStatsLocked();
+}
+
+Allocator::StreamStats Allocator::StreamStatsLocked() const {
   StreamStats s = stream_stats_;
   s.streams = static_cast<int64_t>(streams_.size());
   s.bytes_pending = 0;
@@ -145,6 +149,9 @@ Allocator::StreamStats Allocator::GetStreamStats() const {
                         s.bytes_pending += static_cast<int64_t>(e.size);
                       }
                     });
+  }
+  for (ChunkHandle h : pending_dedicated_) {
+    s.bytes_pending += static_cast<int64_t>(chunks_[h].size);
   }
   return s;
 }

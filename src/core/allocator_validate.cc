@@ -217,7 +217,12 @@ absl::Status Allocator::ValidateLocked() const {
         // Invariant 2: coalescing is complete -- except where a stream fence
         // defers it (two free neighbours, one still fenced: merged once its
         // fence is known complete).
-        if (prev_free && c.fence == 0 && chunks_[prev].fence == 0) {
+        // Nor with TF's timestamped reuse, which leaves free neighbours
+        // apart as TF does (a count not yet safe; a forced merge satisfied
+        // early requeues the rest, and a chunk split from one of those
+        // leaves a remainder that is not queued).
+        if (prev_free && c.fence == 0 && chunks_[prev].fence == 0 &&
+            timing_counter_ == nullptr) {
           return fail(region(), ": ", DescribeChunk(h, c),
                       " and its free prev ", DescribeChunk(prev, chunks_[prev]),
                       " are not merged");
@@ -318,6 +323,21 @@ absl::Status Allocator::ValidateLocked() const {
     return fail("the bins hold ", bin_entries, " chunks / ", bin_bytes,
                 " bytes; the regions have ", free_chunks, " free chunks / ",
                 free_bytes, " bytes");
+  }
+
+  // --- TF's free counts: only on free chunks, never 0, none without a
+  // timing counter ---------------------------------------------------------
+  if (!freed_at_.empty() && timing_counter_ == nullptr) {
+    return fail(freed_at_.size(), " free counts without a timing counter");
+  }
+  for (const auto& [h, count] : freed_at_) {
+    if (!chunks_.InRange(h) || chunks_[h].ptr == nullptr ||
+        chunks_[h].in_use() ||
+        region_manager_.get_handle(chunks_[h].ptr) != h) {
+      return fail("free count ", count, " recorded for chunk ", h,
+                  ", which is not a free chunk");
+    }
+    if (count == 0) return fail("chunk ", h, " has a free count of 0");
   }
 
   // --- Invariant 5: stats agree with the chunks and regions -----------------

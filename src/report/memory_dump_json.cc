@@ -195,14 +195,20 @@ json MemoryDumpToJsonValue(const MemoryDump& d) {
   }
   json chunks = json::array();
   for (const ChunkDump& c : d.chunks) {
-    chunks.push_back({{"address", c.address},
-                      {"size", c.size},
-                      {"requested_size", c.requested_size},
-                      {"in_use", c.in_use},
-                      {"bin", c.bin},
-                      {"allocation_id", c.allocation_id},
-                      {"region", c.region},
-                      {"site", c.site}});
+    json chunk = {{"address", c.address},
+                  {"size", c.size},
+                  {"requested_size", c.requested_size},
+                  {"in_use", c.in_use},
+                  {"bin", c.bin},
+                  {"allocation_id", c.allocation_id},
+                  {"region", c.region},
+                  {"site", c.site}};
+    // Only where streams left memory pending: dumps of one-stream programs
+    // stay as they were.
+    if (!c.pending_streams.empty()) {
+      chunk["pending_streams"] = c.pending_streams;
+    }
+    chunks.push_back(std::move(chunk));
   }
   json bins = json::array();
   for (const BinDump& b : d.bins) {
@@ -216,7 +222,7 @@ json MemoryDumpToJsonValue(const MemoryDump& d) {
                     {"free_chunks", b.free_chunks},
                     {"free_bytes", b.free_bytes}});
   }
-  return json{
+  json out{
       {"format", kFormat},
       {"version", kVersion},
       {"allocator", d.allocator_name},
@@ -227,6 +233,25 @@ json MemoryDumpToJsonValue(const MemoryDump& d) {
       {"chunks", std::move(chunks)},
       {"bins", std::move(bins)},
   };
+  if (!d.streams.empty()) {
+    json streams = json::array();
+    for (const StreamDump& s : d.streams) {
+      streams.push_back({{"stream", s.stream},
+                         {"forgotten", s.forgotten},
+                         {"bytes_pending", s.bytes_pending},
+                         {"events_pending", s.events_pending}});
+    }
+    const StreamStats& t = d.stream_stats;
+    out["streams"] = std::move(streams);
+    out["stream_stats"] = {{"streams", t.streams},
+                           {"events_recorded", t.events_recorded},
+                           {"event_queries", t.event_queries},
+                           {"waits_inserted", t.waits_inserted},
+                           {"synchronizations", t.synchronizations},
+                           {"stream_op_errors", t.stream_op_errors},
+                           {"bytes_pending", t.bytes_pending}};
+  }
+  return out;
 }
 
 // Every field is checked for its type and range, and cheap cross-field
@@ -309,6 +334,14 @@ MemoryDump MemoryDumpFromJsonValue(const json& j, const std::string& path) {
           CheckedGetInRange<int64_t>(c, where, "allocation_id", -1, -1);
     }
     cd.site = CheckedGet<std::vector<std::string>>(c, where, "site");
+    if (c.contains("pending_streams")) {
+      if (cd.in_use) {
+        FieldError(absl::StrCat(where, ".pending_streams"),
+                   "only a free chunk can wait for streams");
+      }
+      cd.pending_streams =
+          CheckedGet<std::vector<uint64_t>>(c, where, "pending_streams");
+    }
     d.chunks.push_back(std::move(cd));
   }
 
@@ -341,6 +374,42 @@ MemoryDump MemoryDumpFromJsonValue(const json& j, const std::string& path) {
     bd.free_bytes = CheckedGetInRange<int64_t>(
         b, where, "free_bytes", 0, bd.total_bytes - bd.bytes_in_use);
     d.bins.push_back(bd);
+  }
+
+  // Streams (optional: written only once several streams were used).
+  if (j.contains("streams")) {
+    const json& streams = ArrayMember(j, path, "streams");
+    constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max();
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const std::string where = absl::StrCat(at("streams"), "[", i, "]");
+      StreamDump sd;
+      sd.stream = CheckedGet<uint64_t>(streams[i], where, "stream");
+      sd.forgotten = CheckedGet<bool>(streams[i], where, "forgotten");
+      sd.bytes_pending = CheckedGetInRange<int64_t>(
+          streams[i], where, "bytes_pending", 0, kMaxBytes);
+      sd.events_pending = CheckedGetInRange<int64_t>(
+          streams[i], where, "events_pending", 0, kMaxBytes);
+      d.streams.push_back(sd);
+    }
+    const std::string where = at("stream_stats");
+    if (!j.contains("stream_stats") || !j["stream_stats"].is_object()) {
+      FieldError(where, "missing or not an object (\"streams\" needs it)");
+    }
+    const json& t = j["stream_stats"];
+    StreamStats& s = d.stream_stats;
+    s.streams = CheckedGetInRange<int64_t>(t, where, "streams", 0, kMaxBytes);
+    s.events_recorded =
+        CheckedGetInRange<int64_t>(t, where, "events_recorded", 0, kMaxBytes);
+    s.event_queries =
+        CheckedGetInRange<int64_t>(t, where, "event_queries", 0, kMaxBytes);
+    s.waits_inserted =
+        CheckedGetInRange<int64_t>(t, where, "waits_inserted", 0, kMaxBytes);
+    s.synchronizations =
+        CheckedGetInRange<int64_t>(t, where, "synchronizations", 0, kMaxBytes);
+    s.stream_op_errors =
+        CheckedGetInRange<int64_t>(t, where, "stream_op_errors", 0, kMaxBytes);
+    s.bytes_pending =
+        CheckedGetInRange<int64_t>(t, where, "bytes_pending", 0, kMaxBytes);
   }
   return d;
 }
