@@ -469,6 +469,45 @@ TEST_F(BfcReplayTest, UnknownFreeFailsUnlessSkipped) {
   EXPECT_THAT(r.out, HasSubstr("1 unknown frees"));
 }
 
+// --streams replays each row on its trace Stream and reports what crossing
+// streams cost; without it the summary has no "streams" key. Both runs place
+// the same memory here (a device that keeps up), so the pool is the same.
+TEST_F(BfcReplayTest, StreamsFlagReportsCrossStreamReuse) {
+  std::string path = Write("streams.csv",
+                           "Thread,Time,Action,Pointer,Size,Stream\n"
+                           "1,0,allocate,0x100,4096,0x7f00\n"
+                           "1,0,free,0x100,4096,0x7f00\n"
+                           "1,0,allocate,0x200,4096,0x7f80\n"
+                           "1,0,free,0x200,4096,0x7f80\n");
+  Result plain = Run("--summary-json - '" + path + "'");
+  ASSERT_TRUE(plain.exited);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  nlohmann::json p = nlohmann::json::parse(plain.out, nullptr, false);
+  ASSERT_FALSE(p.is_discarded()) << plain.out;
+  EXPECT_FALSE(p.contains("streams"));
+
+  Result r = Run("--streams --summary-json - '" + path + "'");
+  ASSERT_TRUE(r.exited);
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_TRUE(j.contains("streams")) << r.out;
+  EXPECT_EQ(j["streams"]["trace_streams"], 3);  // 0, 0x7f00, 0x7f80
+  EXPECT_EQ(j["streams"]["events_recorded"], 1);
+  EXPECT_EQ(j["streams"]["waits_inserted"], 0);
+  EXPECT_EQ(j["peak_pool_bytes"], p["peak_pool_bytes"]);
+  EXPECT_THAT(r.err, HasSubstr("3 in the trace; 1 events recorded"));
+
+  Result bad = Run("--streams --compare-policies '" + path + "'");
+  ASSERT_TRUE(bad.exited);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--streams"));
+  bad = Run("--streams --svg '" + path + ".svg' '" + path + "'");
+  ASSERT_TRUE(bad.exited);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--streams"));
+}
+
 struct BadOption {
   const char* args;
   const char* option;  // the message must name it

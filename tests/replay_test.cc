@@ -38,6 +38,68 @@ std::unique_ptr<Allocator> MakeAllocator(size_t limit) {
       "replay_test", options);
 }
 
+// The trace's Stream column: compiled into a stream table (0 first), and
+// replayed on those streams only with ReplayOptions::streams. Memory freed on
+// stream 7 goes to stream 9 once the (simulated) device says 7's work is
+// done: one event recorded, one query, no wait; the placement is the one
+// stream's.
+TEST(ReplayTest, StreamsAreCompiledAndReplayedWhenAsked) {
+  const std::string rows =
+      "1,0,allocate,0xa,1000,7\n"
+      "1,0,free,0xa,1000,7\n"
+      "1,0,allocate,0xb,1000,9\n"
+      "1,0,free,0xb,1000,9\n";
+  CompiledTrace c = Compile(rows);
+  EXPECT_EQ(c.streams, (std::vector<uint64_t>{0, 7, 9}));
+  ASSERT_EQ(c.ops.size(), 4u);
+  EXPECT_EQ(c.ops[0].stream, 1);
+  EXPECT_EQ(c.ops[2].stream, 2);
+
+  std::vector<void*> one_stream, streams;
+  for (bool with_streams : {false, true}) {
+    std::unique_ptr<Allocator> a = MakeAllocator(1 << 20);
+    ReplayOptions options;
+    options.streams = with_streams;
+    std::vector<void*>& got = with_streams ? streams : one_stream;
+    options.on_allocate = [&got](const ReplayOp&, void* p) {
+      got.push_back(p);
+    };
+    if (with_streams) {
+      ASSERT_TRUE(a->SetStreamOps(MakeCompletedWorkStreamOps()).ok());
+    }
+    absl::StatusOr<ReplaySummary> s = ReplayTrace(c, *a, options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->failures, 0u);
+    if (with_streams) {
+      EXPECT_EQ(s->trace_streams, 3u);
+      EXPECT_EQ(s->stream_stats.streams, 3);  // slot 0 is the implicit one
+      EXPECT_EQ(s->stream_stats.events_recorded, 1);
+      EXPECT_GE(s->stream_stats.event_queries, 1);
+      EXPECT_EQ(s->stream_stats.waits_inserted, 0);
+      // The last free, on 9: nobody has looked since (the whole region,
+      // merged with it, waits with it).
+      EXPECT_EQ(s->stream_stats.bytes_pending, 1 << 20);
+    } else {
+      EXPECT_EQ(s->trace_streams, 0u);
+      EXPECT_EQ(s->stream_stats.events_recorded, 0);
+    }
+    EXPECT_TRUE(a->Validate().ok());
+  }
+  EXPECT_EQ(streams, one_stream);
+}
+
+// A hand-made trace naming a stream outside its table is refused.
+TEST(ReplayTest, AStreamOutsideTheTableIsRefused) {
+  CompiledTrace bad;
+  bad.name = "bad";
+  bad.num_slots = 1;
+  bad.ops = {ReplayOp{ReplayOp::Kind::kAllocate, 3, 0, 100, 0}};
+  std::unique_ptr<Allocator> a = MakeAllocator(1 << 20);
+  absl::StatusOr<ReplaySummary> s = ReplayTrace(bad, *a);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("names stream 3"));
+}
+
 TEST(ReplayTest, CountsAndPeaks) {
   CompiledTrace c = Compile(
       "1,0,allocate,0xa,1000,0\n"
@@ -147,20 +209,20 @@ TEST(ReplayTest, InconsistentCompiledTraceIsRejectedBeforeAllocating) {
   CompiledTrace bad;
   bad.name = "hand-made";
   bad.num_slots = 1;
-  bad.ops = {ReplayOp{ReplayOp::Kind::kAllocate, 0, 100, 0},
-             ReplayOp{ReplayOp::Kind::kAllocate, 0, 100, 1}};
+  bad.ops = {ReplayOp{ReplayOp::Kind::kAllocate, 0, 0, 100, 0},
+             ReplayOp{ReplayOp::Kind::kAllocate, 0, 0, 100, 1}};
   absl::StatusOr<ReplaySummary> s = ReplayTrace(bad, *a);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.status().message(), HasSubstr("still live"));
   EXPECT_EQ(a->GetStats()->num_allocs, 0);
 
-  bad.ops = {ReplayOp{ReplayOp::Kind::kAllocate, 3, 100, 0}};
+  bad.ops = {ReplayOp{ReplayOp::Kind::kAllocate, 0, 3, 100, 0}};
   s = ReplayTrace(bad, *a);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("slot 3"));
 
-  bad.ops = {ReplayOp{ReplayOp::Kind::kFree, 0, 100, 0}};
+  bad.ops = {ReplayOp{ReplayOp::Kind::kFree, 0, 0, 100, 0}};
   s = ReplayTrace(bad, *a);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("not live"));

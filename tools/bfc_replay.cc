@@ -106,7 +106,9 @@ constexpr char kSummaryKeys[] =
     "trace, trace_path, events, allocations, frees, failures, "
     "peak_live_bytes, peak_bytes_in_use, peak_pool_bytes, footprint, regions, "
     "sub_allocator_allocs, sub_allocator_frees, ns_per_op, backend, "
-    "memory_limit, options (each option as text); with phases: phases_file, "
+    "memory_limit, options (each option as text); with --streams: streams "
+    "(trace_streams, events_recorded, event_queries, waits_inserted, "
+    "synchronizations, bytes_pending_at_end); with phases: phases_file, "
     "iterations, last_iteration (phase, events, sub_allocator_allocs, "
     "sub_allocator_frees, peak_pool_bytes)";
 
@@ -150,6 +152,7 @@ struct Flags {
   std::string summary_json_path;
   bool plan = false;
   bool expect_failures = false;  // failed allocations do not make exit 3
+  bool streams = false;          // replay each row on its trace Stream
   bfc::tools::Verbosity verbosity;
 };
 
@@ -311,6 +314,13 @@ void DeclareFlags(CLI::App& app, Flags* f) {
                "Also plan the trace offline (TFLite's strategies) and print "
                "each plan's memory against the lower bound (peak live bytes) "
                "and this replay's pool")
+      ->option_text("[=true|false]")
+      ->group(kGroupReporting);
+  app.add_flag("--streams", f->streams,
+               "Replay each row on its trace Stream (stream-ordered reuse, on "
+               "a simulated device whose work has completed whenever the "
+               "allocator looks) and report what crossing streams cost; "
+               "without it every row is on one stream, as TF replays it")
       ->option_text("[=true|false]")
       ->group(kGroupReporting);
   app.add_flag("--expect-failures", f->expect_failures,
@@ -570,6 +580,20 @@ void PrintSummary(std::FILE* out, const Config& config, const std::string& path,
                s.footprint_ratio);
   std::fprintf(out, "regions           %lld\n",
                static_cast<long long>(s.regions));
+  if (s.trace_streams > 0) {
+    const bfc::StreamStats& t = s.stream_stats;
+    std::fprintf(
+        out,
+        "streams           %zu in the trace; %lld events recorded, "
+        "%lld queries, %lld waits, %lld synchronizations; %s "
+        "pending at end\n",
+        s.trace_streams, static_cast<long long>(t.events_recorded),
+        static_cast<long long>(t.event_queries),
+        static_cast<long long>(t.waits_inserted),
+        static_cast<long long>(t.synchronizations),
+        bfc::HumanReadableBytesExact(static_cast<uint64_t>(t.bytes_pending))
+            .c_str());
+  }
   std::fprintf(out, "time              %.3f ms, %.1f ns/op\n",
                s.wall_seconds * 1e3, s.ns_per_op);
   std::fprintf(out, "occupancy         %s\n",
@@ -617,6 +641,15 @@ std::string SummaryJson(const Config& config, const std::string& path,
   j["sub_allocator_frees"] = s.regions_released;
   j["wall_seconds"] = s.wall_seconds;
   j["ns_per_op"] = s.ns_per_op;
+  if (s.trace_streams > 0) {
+    const bfc::StreamStats& t = s.stream_stats;
+    j["streams"] = {{"trace_streams", s.trace_streams},
+                    {"events_recorded", t.events_recorded},
+                    {"event_queries", t.event_queries},
+                    {"waits_inserted", t.waits_inserted},
+                    {"synchronizations", t.synchronizations},
+                    {"bytes_pending_at_end", t.bytes_pending}};
+  }
   j["backend"] = bfc::c_api::BackendName(config.backend);
   j["memory_limit"] = config.memory_limit;
   nlohmann::ordered_json options = nlohmann::ordered_json::object();
@@ -1077,6 +1110,12 @@ int ComparePolicies(const CLI::App& app, const Flags& flags) {
                "leave out --plan");
     return kExitUsage;
   }
+  if (flags.streams) {
+    PrintError(app,
+               "--streams cannot be combined with --compare-policies (the "
+               "policies are compared on one stream, as TF replays)");
+    return kExitUsage;
+  }
   const absl::Span<const bfc::OptionField> fields =
       bfc::AllocatorOptionFields();
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -1402,13 +1441,25 @@ int Main(int argc, char** argv) {
   const bool report = !flags.json_path.empty() || !flags.svg_path.empty() ||
                       !flags.html_path.empty() ||
                       !flags.pytorch_snapshot_path.empty();
+  if (flags.streams && report) {
+    PrintError(app,
+               "--streams applies to the summary: leave out --json, --svg, "
+               "--html and --pytorch-snapshot (the reports replay on one "
+               "stream)");
+    return kExitUsage;
+  }
   // The report's history names each event's trace line and pointer; without
   // a report the events are not needed any more.
   if (!report) trace = bfc::Trace();
 
   bfc::Allocator allocator(std::move(sub), config.memory_limit, kToolName,
                            config.options);
-  bfc::Replayer replayer(*compiled, allocator);
+  bfc::ReplayOptions replay_options;
+  if (flags.streams) {
+    replay_options.streams = true;
+    (void)allocator.SetStreamOps(bfc::MakeCompletedWorkStreamOps());
+  }
+  bfc::Replayer replayer(*compiled, allocator, replay_options);
   absl::StatusOr<bfc::ReplaySummary> summary = replayer.Run();
   if (!summary.ok()) {
     PrintError(app, summary.status().message());
@@ -1426,8 +1477,11 @@ int Main(int argc, char** argv) {
     }
     bfc::Allocator profiled(std::move(profile_sub), config.memory_limit,
                             kToolName, config.options);
+    if (flags.streams) {
+      (void)profiled.SetStreamOps(bfc::MakeCompletedWorkStreamOps());
+    }
     absl::StatusOr<bfc::tools::ReplayProfile> p = bfc::tools::ProfileReplay(
-        *compiled, profiled, &*phases, /*max_points=*/0);
+        *compiled, profiled, &*phases, /*max_points=*/0, flags.streams);
     if (!p.ok()) {
       PrintError(app, p.status().message());
       return kExitBadInput;

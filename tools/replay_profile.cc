@@ -200,7 +200,7 @@ std::string FindPhasesFile(const std::string& trace_path,
 absl::StatusOr<ReplayProfile> ProfileReplay(const CompiledTrace& trace,
                                             Allocator& allocator,
                                             const TracePhases* phases,
-                                            size_t max_points) {
+                                            size_t max_points, bool streams) {
   struct Counters {
     int64_t allocs = 0, frees = 0, pool = 0;
   };
@@ -226,6 +226,7 @@ absl::StatusOr<ReplayProfile> ProfileReplay(const CompiledTrace& trace,
   int64_t live_bytes = 0;
 
   ReplayOptions options;
+  options.streams = streams;
   options.after_op = [&](size_t, const ReplayOp& op, void* ptr) {
     if (ptr != nullptr) {
       live_bytes += op.kind == ReplayOp::Kind::kAllocate

@@ -88,12 +88,14 @@ struct ReplayProfile {
 };
 
 // Replays `trace` into `allocator` (fresh: its counters are taken as the
-// start) with a stats read after every op. `phases` may be null. Errors are
+// start) with a stats read after every op. `phases` may be null. `streams`:
+// ReplayOptions::streams (the allocator must have its StreamOps). Errors are
 // the replayer's (an inconsistent trace).
 absl::StatusOr<ReplayProfile> ProfileReplay(const CompiledTrace& trace,
                                             Allocator& allocator,
                                             const TracePhases* phases,
-                                            size_t max_points);
+                                            size_t max_points,
+                                            bool streams = false);
 
 }  // namespace bfc::tools
 

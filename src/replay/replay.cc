@@ -53,6 +53,11 @@ absl::Status Replayer::CheckTrace() const {
           "%s: op %d (event %d) uses slot %d, but the trace has %d slots",
           trace_.name, i, op.event_index, op.slot, trace_.num_slots));
     }
+    if (op.stream >= trace_.streams.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: op %d (event %d) names stream %d, but the trace has %d",
+          trace_.name, i, op.event_index, op.stream, trace_.streams.size()));
+    }
     Slot& slot = slots[op.slot];
     if (op.kind == ReplayOp::Kind::kAllocate) {
       if (slot.live) {
@@ -80,7 +85,7 @@ absl::Status Replayer::CheckTrace() const {
   return absl::OkStatus();
 }
 
-template <bool kCallbacks>
+template <bool kCallbacks, bool kStreams>
 void Replayer::Loop(ReplaySummary* s) {
   AllocationAttributes attr;
   attr.retry_on_failure = false;
@@ -95,6 +100,7 @@ void Replayer::Loop(ReplaySummary* s) {
     const ReplayOp& op = ops[i];
     void* p;
     if (op.kind == ReplayOp::Kind::kAllocate) {
+      if constexpr (kStreams) attr.stream = StreamOf(op);
       p = allocator_.AllocateRaw(alignment, op.size, attr);
       slots[op.slot] = p;
       if (p != nullptr) {
@@ -110,7 +116,12 @@ void Replayer::Loop(ReplaySummary* s) {
     } else {
       p = slots[op.slot];
       if (p != nullptr) {
-        allocator_.DeallocateRaw(p);
+        if constexpr (kStreams) {
+          // A pointer this replay allocated: the free cannot be refused.
+          (void)allocator_.DeallocateOnStream(p, StreamOf(op));
+        } else {
+          allocator_.DeallocateRaw(p);
+        }
         slots[op.slot] = nullptr;
         live -= op.size;
         ++frees;
@@ -158,10 +169,16 @@ absl::StatusOr<ReplaySummary> Replayer::Run() {
 
   const bool callbacks = options_.on_allocate || options_.after_op;
   auto start = std::chrono::steady_clock::now();
-  if (callbacks) {
-    Loop<true>(&s);
+  if (options_.streams) {
+    if (callbacks) {
+      Loop<true, true>(&s);
+    } else {
+      Loop<false, true>(&s);
+    }
+  } else if (callbacks) {
+    Loop<true, false>(&s);
   } else {
-    Loop<false>(&s);
+    Loop<false, false>(&s);
   }
   auto end = std::chrono::steady_clock::now();
   s.wall_seconds = std::chrono::duration<double>(end - start).count();
@@ -178,11 +195,40 @@ absl::StatusOr<ReplaySummary> Replayer::Run() {
     s.regions = stats->num_extends;
     s.regions_released = stats->num_regions_released;
   }
+  if (options_.streams) {
+    s.trace_streams = trace_.streams.size();
+    s.stream_stats = allocator_.GetStreamStats();
+  }
   s.footprint_ratio = s.peak_live_bytes == 0
                           ? 0
                           : static_cast<double>(s.peak_pool_bytes) /
                                 static_cast<double>(s.peak_live_bytes);
   return s;
+}
+
+namespace {
+
+class CompletedWorkStreamOps final : public StreamOps {
+ public:
+  absl::StatusOr<Event> RecordEvent(StreamId) override {
+    // Distinct non-null handles; nothing to allocate or free.
+    return reinterpret_cast<Event>(++next_);
+  }
+  absl::StatusOr<bool> QueryEvent(Event) override { return true; }
+  absl::Status StreamWaitEvent(StreamId, Event) override {
+    return absl::OkStatus();
+  }
+  absl::Status SynchronizeEvent(Event) override { return absl::OkStatus(); }
+  void ReleaseEvent(Event) override {}
+
+ private:
+  uintptr_t next_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<StreamOps> MakeCompletedWorkStreamOps() {
+  return std::make_unique<CompletedWorkStreamOps>();
 }
 
 absl::StatusOr<ReplaySummary> ReplayTrace(const CompiledTrace& trace,

@@ -546,8 +546,19 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
   size_t live_bytes = 0;
   size_t live_rounded = 0;
 
+  absl::flat_hash_map<uint64_t, uint16_t> stream_index{{0, 0}};
   for (size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
+    auto [stream_it, new_stream] = stream_index.try_emplace(
+        e.stream, static_cast<uint16_t>(out.streams.size()));
+    if (new_stream) {
+      if (out.streams.size() > UINT16_MAX) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            trace.name, ":", e.line, ": more than 65536 distinct streams"));
+      }
+      out.streams.push_back(e.stream);
+    }
+    const uint16_t stream = stream_it->second;
     switch (e.action) {
       case TraceEvent::Action::kAllocateFailure:
         ++out.num_failure_rows;
@@ -595,7 +606,8 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
         out.peak_live_bytes = std::max(out.peak_live_bytes, live_bytes);
         out.peak_live_rounded_bytes =
             std::max(out.peak_live_rounded_bytes, live_rounded);
-        out.ops.push_back(ReplayOp{ReplayOp::Kind::kAllocate, slot, e.size, i});
+        out.ops.push_back(
+            ReplayOp{ReplayOp::Kind::kAllocate, stream, slot, e.size, i});
         break;
       }
       case TraceEvent::Action::kFree: {
@@ -617,7 +629,8 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
         live_bytes -= size;
         live_rounded -= internal::AlignUp(size, kMinAllocationSize);
         free_slots.push_back(slot);
-        out.ops.push_back(ReplayOp{ReplayOp::Kind::kFree, slot, size, i});
+        out.ops.push_back(
+            ReplayOp{ReplayOp::Kind::kFree, stream, slot, size, i});
         break;
       }
     }

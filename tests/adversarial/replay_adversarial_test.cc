@@ -341,8 +341,8 @@ TEST_F(ReplayAdversarialTest, FreeWhoseSizeIsNotItsAllocationsIsRefused) {
   CompiledTrace bad;
   bad.name = "hand-made";
   bad.num_slots = 1;
-  bad.ops = {ReplayOp{ReplayOp::Kind::kAllocate, 0, 100, 0},
-             ReplayOp{ReplayOp::Kind::kFree, 0, 200, 1}};
+  bad.ops = {ReplayOp{ReplayOp::Kind::kAllocate, 0, 0, 100, 0},
+             ReplayOp{ReplayOp::Kind::kFree, 0, 0, 200, 1}};
   absl::StatusOr<ReplaySummary> s = ReplayTrace(bad, *a);
   ASSERT_FALSE(s.ok()) << "live bytes at end " << s->live_bytes_at_end;
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
@@ -357,7 +357,7 @@ TEST_F(ReplayAdversarialTest, ImpossibleSlotCountIsAStatusNotAnException) {
   std::unique_ptr<Allocator> a = MakeAllocator();
   CompiledTrace bad;
   bad.name = "hand-made";
-  bad.ops = {ReplayOp{ReplayOp::Kind::kAllocate, 0, 100, 0}};
+  bad.ops = {ReplayOp{ReplayOp::Kind::kAllocate, 0, 0, 100, 0}};
   for (size_t slots : {SIZE_MAX, size_t{UINT32_MAX} + 2}) {
     SCOPED_TRACE(slots);
     bad.num_slots = slots;

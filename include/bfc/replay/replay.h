@@ -36,12 +36,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "bfc/allocator.h"
 #include "bfc/replay/trace.h"
+#include "bfc/stream_ops.h"
 
 namespace bfc {
 
@@ -55,6 +57,11 @@ struct ReplayOptions {
   // pointer it allocated or freed (nullptr for a failed allocation or a
   // skipped free). For periodic Validate() calls and snapshots.
   std::function<void(size_t op_index, const ReplayOp& op, void* ptr)> after_op;
+  // Replay each op on its trace Stream (AllocateOnStream/DeallocateOnStream;
+  // stream 0 is kImplicitStream): stream-ordered reuse as the allocator does
+  // it, with whatever StreamOps it was given (MakeCompletedWorkStreamOps for
+  // a replay without a device). Off: one stream, TF's placements.
+  bool streams = false;
   // When callbacks are set, their time is part of `wall_seconds`.
 };
 
@@ -83,7 +90,18 @@ struct ReplaySummary {
   double footprint_ratio = 0;
   double wall_seconds = 0;  // the op loop only
   double ns_per_op = 0;
+  // With ReplayOptions::streams: the trace's distinct streams and what
+  // stream-ordered reuse cost (the allocator's GetStreamStats after the
+  // loop); 0 and zeros otherwise.
+  size_t trace_streams = 0;
+  StreamStats stream_stats;
 };
+
+// StreamOps for replaying a trace without a device: all work queued so far
+// has completed whenever the host looks (QueryEvent is true, waits and
+// synchronizations return at once). Cross-stream reuse then costs an event
+// and a query, as on a device that keeps up; nothing is ever pending long.
+std::unique_ptr<StreamOps> MakeCompletedWorkStreamOps();
 
 // Drives one CompiledTrace against one allocator. The allocator must outlive
 // the Replayer; the destructor frees whatever the replay left live.
@@ -114,8 +132,12 @@ class Replayer {
   }
 
  private:
-  template <bool kCallbacks>
+  template <bool kCallbacks, bool kStreams>
   void Loop(ReplaySummary* summary);
+  StreamId StreamOf(const ReplayOp& op) const {
+    return reinterpret_cast<StreamId>(
+        static_cast<uintptr_t>(trace_.streams[op.stream]));
+  }
   absl::Status CheckTrace() const;
 
   const CompiledTrace& trace_;

@@ -75,6 +75,9 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path);
 struct ReplayOp {
   enum class Kind : uint8_t { kAllocate, kFree };
   Kind kind = Kind::kAllocate;
+  // Index into CompiledTrace::streams of the row's Stream (0: stream 0, the
+  // default one). Only a replay with ReplayOptions::streams uses it.
+  uint16_t stream = 0;
   uint32_t slot = 0;
   size_t size = 0;         // allocate: bytes asked; free: the allocation's size
   size_t event_index = 0;  // index among the trace's data rows (0-based)
@@ -89,6 +92,9 @@ struct CompiledTrace {
   size_t num_unknown_frees = 0;  // frees skipped (only with skip_unknown_frees)
   size_t peak_live_bytes = 0;    // max over time of live requested bytes
   size_t peak_live_rounded_bytes = 0;  // same with sizes rounded up to 256
+  // The distinct Stream values, in order of first use; streams[0] is 0 (the
+  // default stream) whether or not the trace uses it.
+  std::vector<uint64_t> streams{0};
 };
 
 struct CompileOptions {
