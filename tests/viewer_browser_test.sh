@@ -8,6 +8,9 @@
 #       page's data <script> if it were not escaped ("<!--<script>"), with
 #       markup, quotes and bytes that are not UTF-8: the page must still draw,
 #       and show the name as text
+#   viewer_browser_test.sh BFC_REPLAY TRACE OUT_DIR --streams
+#       bfc-replay --streams: the streams cards, the pending legend and
+#       chunks pending on streams in the embedded maps
 #   viewer_browser_test.sh BFC_REPLAY TRACE OUT_DIR --scrub [MEMORY_LIMIT]
 #       scrubbing through time: the page opened as PAGE#selftest clicks its own
 #       chart twice (viewer.html says how) and the test checks that each click
@@ -40,7 +43,7 @@ if [ ! -x "$CHROMIUM" ]; then
   exit 77
 fi
 
-scrub=""; limit=""; synthetic=""
+scrub=""; limit=""; synthetic=""; streams=""
 if [ "$1" = "--page" ]; then
   page="$2"; out="$3"; mkdir -p "$out"
 elif [ "$1" = "--synthetic" ]; then
@@ -65,6 +68,9 @@ else
     trace="$out/$hostile.csv"
   fi
   replay_flags=()
+  if [ "${4:-}" = "--streams" ]; then
+    streams=1; replay_flags=(--streams)
+  fi
   if [ "${4:-}" = "--scrub" ]; then
     scrub=1; limit="${5:-}"
     [ -n "$limit" ] && replay_flags=(--memory-limit "$limit")
@@ -128,6 +134,23 @@ attr() {
   grep -o "<body[^>]*>" "$out/$name.dom.html" | grep -o " data-$1=\"[^\"]*\"" |
     sed 's/^[^"]*"//; s/"$//'
 }
+if [ -n "$streams" ]; then
+  # The streams cards, the pending legend shown, and pending chunks in the
+  # embedded maps (the end map of a replay whose last frees nobody looked at).
+  if [ "$(attr streams-cards)" != "1" ] ||
+     ! grep -q 'pending on streams at end' "$out/$name.dom.html"; then
+    echo "FAIL: no streams cards on a replay with --streams"; fail=1
+  fi
+  if grep -q 'id="pendinglegend" style="display: none' "$out/$name.dom.html"; then
+    echo "FAIL: the pending legend is hidden on a replay with --streams"; fail=1
+  fi
+  if ! [ "$(attr pending-chunks)" -gt 0 ] 2>/dev/null; then
+    echo "FAIL: no pending chunk in the maps (data-pending-chunks=\"$(attr pending-chunks)\")"
+    fail=1
+  fi
+elif [ "$(attr streams-cards)" != "0" ]; then
+  echo "FAIL: streams cards on a replay of one stream"; fail=1
+fi
 if [ -n "$scrub" ]; then
   if [ "$(attr selftest)" != "done" ]; then
     echo "FAIL: the self-test did not run (data-scrub=\"$(attr scrub)\"; a report" \

@@ -728,11 +728,16 @@ int WriteReport(const Flags& flags, const Config& config,
   auto make = [&]() -> std::unique_ptr<bfc::Allocator> {
     std::unique_ptr<bfc::SubAllocator> sub = MakeSubAllocator(config, &error);
     if (sub == nullptr) return nullptr;
-    return std::make_unique<bfc::Allocator>(std::move(sub), config.memory_limit,
-                                            kToolName, config.options);
+    auto allocator = std::make_unique<bfc::Allocator>(
+        std::move(sub), config.memory_limit, kToolName, config.options);
+    if (flags.streams) {
+      (void)allocator->SetStreamOps(bfc::MakeCompletedWorkStreamOps());
+    }
+    return allocator;
   };
   bfc::ReplayReportOptions report_options;
   report_options.source = &trace;
+  report_options.replay.streams = flags.streams;
   // Progress on a terminal, once the work has taken a second.
   const bool tty = isatty(STDERR_FILENO) != 0 && !flags.verbosity.quiet;
   const absl::Time start = absl::Now();
@@ -1441,13 +1446,7 @@ int Main(int argc, char** argv) {
   const bool report = !flags.json_path.empty() || !flags.svg_path.empty() ||
                       !flags.html_path.empty() ||
                       !flags.pytorch_snapshot_path.empty();
-  if (flags.streams && report) {
-    PrintError(app,
-               "--streams applies to the summary: leave out --json, --svg, "
-               "--html and --pytorch-snapshot (the reports replay on one "
-               "stream)");
-    return kExitUsage;
-  }
+
   // The report's history names each event's trace line and pointer; without
   // a report the events are not needed any more.
   if (!report) trace = bfc::Trace();

@@ -40,24 +40,36 @@ void Sample(const Allocator& allocator, const ReplayOp& op, ReplayTimeline* t) {
 }
 
 json SummaryToJson(const ReplaySummary& s) {
-  return json{{"trace_name", s.trace_name},
-              {"events", s.events},
-              {"ops", s.ops},
-              {"allocations", s.allocations},
-              {"frees", s.frees},
-              {"failures", s.failures},
-              {"skipped_frees", s.skipped_frees},
-              {"live_at_end", s.live_at_end},
-              {"live_bytes_at_end", s.live_bytes_at_end},
-              {"peak_live_bytes", s.peak_live_bytes},
-              {"peak_bytes_in_use", s.peak_bytes_in_use},
-              {"peak_pool_bytes", s.peak_pool_bytes},
-              {"pool_bytes_at_end", s.pool_bytes_at_end},
-              {"regions", s.regions},
-              {"regions_released", s.regions_released},
-              {"footprint_ratio", s.footprint_ratio},
-              {"wall_seconds", s.wall_seconds},
-              {"ns_per_op", s.ns_per_op}};
+  json j{{"trace_name", s.trace_name},
+         {"events", s.events},
+         {"ops", s.ops},
+         {"allocations", s.allocations},
+         {"frees", s.frees},
+         {"failures", s.failures},
+         {"skipped_frees", s.skipped_frees},
+         {"live_at_end", s.live_at_end},
+         {"live_bytes_at_end", s.live_bytes_at_end},
+         {"peak_live_bytes", s.peak_live_bytes},
+         {"peak_bytes_in_use", s.peak_bytes_in_use},
+         {"peak_pool_bytes", s.peak_pool_bytes},
+         {"pool_bytes_at_end", s.pool_bytes_at_end},
+         {"regions", s.regions},
+         {"regions_released", s.regions_released},
+         {"footprint_ratio", s.footprint_ratio},
+         {"wall_seconds", s.wall_seconds},
+         {"ns_per_op", s.ns_per_op}};
+  if (s.trace_streams > 0) {
+    const StreamStats& t = s.stream_stats;
+    j["trace_streams"] = s.trace_streams;
+    j["stream_stats"] = {{"streams", t.streams},
+                         {"events_recorded", t.events_recorded},
+                         {"event_queries", t.event_queries},
+                         {"waits_inserted", t.waits_inserted},
+                         {"synchronizations", t.synchronizations},
+                         {"stream_op_errors", t.stream_op_errors},
+                         {"bytes_pending", t.bytes_pending}};
+  }
+  return j;
 }
 
 // Counts and byte totals are never negative; ratios and times are finite
@@ -95,6 +107,30 @@ ReplaySummary SummaryFromJson(const json& j) {
       CheckedGetInRange<double>(j, p, "footprint_ratio", 0, kHuge);
   s.wall_seconds = CheckedGetInRange<double>(j, p, "wall_seconds", 0, kHuge);
   s.ns_per_op = CheckedGetInRange<double>(j, p, "ns_per_op", 0, kHuge);
+  // Only in reports of a replay on the trace's streams.
+  if (j.contains("trace_streams")) {
+    s.trace_streams = CheckedGetInRange<size_t>(j, p, "trace_streams", 1,
+                                                size_t{UINT16_MAX} + 1);
+    const std::string q = p + ".stream_stats";
+    if (!j.contains("stream_stats") || !j["stream_stats"].is_object()) {
+      internal::FieldError(q, "missing or not an object");
+    }
+    const json& t = j["stream_stats"];
+    StreamStats& st = s.stream_stats;
+    st.streams = CheckedGetInRange<int64_t>(t, q, "streams", 0, kMax);
+    st.events_recorded =
+        CheckedGetInRange<int64_t>(t, q, "events_recorded", 0, kMax);
+    st.event_queries =
+        CheckedGetInRange<int64_t>(t, q, "event_queries", 0, kMax);
+    st.waits_inserted =
+        CheckedGetInRange<int64_t>(t, q, "waits_inserted", 0, kMax);
+    st.synchronizations =
+        CheckedGetInRange<int64_t>(t, q, "synchronizations", 0, kMax);
+    st.stream_op_errors =
+        CheckedGetInRange<int64_t>(t, q, "stream_op_errors", 0, kMax);
+    st.bytes_pending =
+        CheckedGetInRange<int64_t>(t, q, "bytes_pending", 0, kMax);
+  }
   return s;
 }
 
