@@ -36,6 +36,16 @@ namespace {
 constexpr size_t kKiB = size_t{1} << 10;
 constexpr size_t kMiB = size_t{1} << 20;
 
+// Silences the allocator's log while a test provokes an out-of-memory.
+class QuietLog {
+ public:
+  QuietLog() : previous_(SetLogSink([](LogSeverity, std::string_view) {})) {}
+  ~QuietLog() { SetLogSink(std::move(previous_)); }
+
+ private:
+  LogSink previous_;
+};
+
 // An allocator over never-touched addresses; one region of `limit` bytes
 // (no growth), so placements are offsets from its base.
 struct Rig {
@@ -172,6 +182,7 @@ TEST(TimestampedReuseTest, WithoutACounterFreesCoalesce) {
 // An allocation without a limit that nothing fits merges unsafe chunks
 // (counts ignored) rather than fail; one with a limit fails.
 TEST(TimestampedReuseTest, ForcedMergeRatherThanFail) {
+  QuietLog quiet;  // the refused request logs an out-of-memory report
   Rig r(kMiB);
   void* p[4];
   for (void*& x : p) x = r.Alloc(256 * kKiB);  // the whole region
@@ -185,6 +196,7 @@ TEST(TimestampedReuseTest, ForcedMergeRatherThanFail) {
 // The forced merge stops once a large enough chunk formed: the others keep
 // their counts (and stay apart).
 TEST(TimestampedReuseTest, ForcedMergeStopsWhenSatisfied) {
+  QuietLog quiet;  // the refused request logs an out-of-memory report
   Rig r(kMiB);
   void* p[4];
   for (void*& x : p) x = r.Alloc(256 * kKiB);
@@ -198,6 +210,19 @@ TEST(TimestampedReuseTest, ForcedMergeStopsWhenSatisfied) {
   EXPECT_EQ(r.Offset(third), 512 * kKiB);
   r.Free(half);
   r.Free(third);
+}
+
+// TF gives back a region whose chunks are all free, whatever their counts:
+// ReleaseFreeRegions (and garbage collection) do the same here although the
+// freed chunks sit apart.
+TEST(TimestampedReuseTest, FullyFreeRegionsAreGivenBack) {
+  Rig r(kMiB);
+  void* p[4];
+  for (void*& x : p) x = r.Alloc(256 * kKiB);
+  for (void* x : p) r.Free(x);  // counts 1..4, apart
+  EXPECT_EQ(r.alloc->ReleaseFreeRegions(), kMiB);
+  EXPECT_EQ(*r.alloc->GetStats()->pool_bytes, 0);
+  EXPECT_TRUE(r.alloc->Validate().ok());
 }
 
 // A split remainder keeps its parent's count.

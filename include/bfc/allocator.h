@@ -466,6 +466,14 @@ class Allocator {
   // of required_bytes forms. Whether that happened (always for 0).
   bool MergeTimestampedChunks(size_t required_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Merges the free chunks of region r, free counts ignored (fences still
+  // hold); whether one of required_bytes formed.
+  bool ForceMergeRegion(const internal::AllocationRegion& r,
+                        size_t required_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ForceMergeRegion on every region whose chunks are all free (before
+  // regions are given back: TF releases those whatever their counts).
+  void MergeFullyFreeRegions() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Calls attr.freed_by_func without the lock (0 when it is unset or there
   // is no timing counter; 0 and an error log if it throws).
   uint64_t FreedBefore(const AllocationAttributes& attr)

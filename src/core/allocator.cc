@@ -708,9 +708,63 @@ bool Allocator::MergeTimestampedChunks(size_t required_bytes) {
       if (chunks_[merged].size >= required_bytes) satisfied = true;
     }
   }
+  if (!satisfied) {
+    // Unlike TF, which may fail here: free neighbours that no queue entry
+    // reaches (a chain left apart while fences or counts held them) merge
+    // too, so that an unlimited request fails only when memory really is
+    // short. Fences still hold what other streams may use.
+    for (const internal::AllocationRegion& r : region_manager_.regions()) {
+      if (ForceMergeRegion(r, required_bytes)) {
+        satisfied = true;
+        break;
+      }
+    }
+  }
   force_timestamp_merge_ = false;
   MaybeValidate("MergeTimestampedChunks");
   return satisfied;
+}
+
+bool Allocator::ForceMergeRegion(const internal::AllocationRegion& r,
+                                 size_t required_bytes) {
+  if (r.dedicated()) return false;
+  const bool forced = force_timestamp_merge_;
+  force_timestamp_merge_ = true;
+  bool satisfied = false;
+  ChunkHandle h = region_manager_.get_handle(r.ptr());
+  while (h != kInvalidChunkHandle) {
+    const ChunkHandle next = chunks_[h].next;
+    if (chunks_[h].in_use() || next == kInvalidChunkHandle ||
+        chunks_[next].in_use()) {
+      h = next;
+      continue;
+    }
+    RemoveFreeChunkFromBin(h);
+    const ChunkHandle merged = TryToCoalesce(h);
+    InsertFreeChunkIntoBin(merged);
+    if (stamp_free_regions_ && chunks_[merged].prev == kInvalidChunkHandle &&
+        chunks_[merged].next == kInvalidChunkHandle) {
+      LinkFreeRegion(merged);
+    }
+    if (FreedAt(merged) != 0) timestamped_chunks_.push_back(merged);
+    if (chunks_[merged].size >= required_bytes) satisfied = true;
+    // Merged forward: look again at the new next. A fence kept them apart:
+    // move on.
+    h = chunks_[merged].next == next ? next : merged;
+  }
+  force_timestamp_merge_ = forced;
+  return satisfied;
+}
+
+void Allocator::MergeFullyFreeRegions() {
+  for (const internal::AllocationRegion& r : region_manager_.regions()) {
+    bool all_free = true;
+    for (ChunkHandle h = region_manager_.get_handle(r.ptr());
+         h != kInvalidChunkHandle && all_free; h = chunks_[h].next) {
+      all_free = !chunks_[h].in_use();
+    }
+    if (all_free) (void)ForceMergeRegion(r, std::numeric_limits<size_t>::max());
+  }
 }
 
 void Allocator::MergeDeferred() {
@@ -1133,6 +1187,9 @@ bool Allocator::DeallocateFreeRegions(size_t rounded_bytes) {
     (void)SynchronizeAllStreams();
     MergeDeferred();
   }
+  // TF gives back a region whose chunks are all free whatever their free
+  // counts; here such a region becomes one chunk first.
+  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) MergeFullyFreeRegions();
   size_t total_free_bytes = 0;
   for (const internal::AllocationRegion& r : region_manager_.regions()) {
     const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
@@ -1194,6 +1251,7 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
     (void)SynchronizeAllStreams();
     MergeDeferred();
   }
+  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) MergeFullyFreeRegions();
   std::vector<internal::AllocationRegion> to_release;
   for (const internal::AllocationRegion& r : region_manager_.regions()) {
     const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];

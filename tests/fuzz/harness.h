@@ -26,6 +26,9 @@
 //   or streams 1-3); a status free with bit 1 set frees on the stream of
 //   bits 2-3 (DeallocateOnStream). Events are simulated (FuzzStreamOps):
 //   they complete after a few queries; waits and synchronizations succeed.
+//   Opcode 15 drives TF's timestamped reuse from its byte: SetTimingCounter,
+//   SetSafeFrontier, or the count that later allocations' freed_by_func
+//   returns (or nothing: the stats check alone).
 //
 // After every operation the harness checks Validate() and a shadow model:
 // live pointers never overlap, each lies in memory the sub-allocator handed
@@ -53,6 +56,7 @@
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
 #include "bfc/log.h"
+#include "bfc/shared_counter.h"
 #include "testing/fake_sub_allocator.h"
 
 namespace bfc::fuzz {
@@ -307,6 +311,8 @@ class Harness {
     AllocationAttributes attr;
     attr.retry_on_failure = how & 2;
     attr.stream = FuzzStream((how >> 2) & 3);
+    const bool limited = timestamped_ && freed_limit_ > 0;
+    if (limited) attr.freed_by_func = &freed_by_;
     last_op_ = absl::StrFormat("allocate %d bytes, alignment %d, %s", n,
                                alignment, status_call ? "status" : "raw");
     const Expect e = Classify(alignment, n);
@@ -347,8 +353,10 @@ class Harness {
       const size_t pad = alignment > 256 ? alignment - 256 : 0;
       const size_t usable_limit = limit_ / 256 * 256;
       const size_t rounded = internal::RoundedBytes(n);
-      if (!faulty_ && gc_ && empty_before && rounded <= usable_limit &&
-          pad <= usable_limit - rounded) {
+      // (Not for an allocation limited by freed_by_func: free memory freed
+      // after its count is not for it.)
+      if (!faulty_ && gc_ && empty_before && !limited &&
+          rounded <= usable_limit && pad <= usable_limit - rounded) {
         return Fail("an empty allocator with GC refused a request that fits");
       }
       return;
@@ -530,9 +538,31 @@ class Harness {
         }
         break;
       }
-      default:
-        last_op_ = "GetStats";  // the model check below compares them all
+      default: {
+        // TF's timestamped reuse: bits 0-1 pick, bits 2-7 a distance from
+        // the counter's last count.
+        const uint8_t t = in_.u8();
+        const int64_t at = counter_.get() - (t >> 2);
+        switch (t & 3) {
+          case 1:
+            last_op_ = "SetTimingCounter";
+            alloc_->SetTimingCounter(&counter_);
+            timestamped_ = true;
+            break;
+          case 2:
+            last_op_ = absl::StrFormat("SetSafeFrontier(%d)", at);
+            if (at > 0) alloc_->SetSafeFrontier(static_cast<uint64_t>(at));
+            break;
+          case 3:
+            last_op_ = absl::StrFormat("freed_by_func limit %d", at);
+            freed_limit_ = at > 0 ? static_cast<uint64_t>(at) : 0;
+            break;
+          default:
+            last_op_ = "GetStats";  // the model check compares them all
+            break;
+        }
         break;
+      }
     }
   }
 
@@ -640,6 +670,11 @@ class Harness {
   bool gc_ = false;
   std::shared_ptr<testing::SubAllocatorJournal> journal_;
   testing::FakeSubAllocator* fake_ = nullptr;
+  // TF's timestamped reuse (op 15): the counter outlives the allocator.
+  SharedCounter counter_;
+  bool timestamped_ = false;
+  uint64_t freed_limit_ = 0;  // freed_by_func's answer; 0: none passed
+  std::function<uint64_t()> freed_by_ = [this] { return freed_limit_; };
   std::unique_ptr<Allocator> alloc_;
   std::map<uintptr_t, Live> live_;
   std::vector<void*> recently_freed_;
