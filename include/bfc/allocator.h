@@ -442,21 +442,40 @@ class Allocator {
   // segments coalesce); pending on two different streams, the merge would
   // put memory one stream may use behind a fence it may not, so it waits
   // (MergeDeferred) until the fences are known complete.
-  bool MayMerge(ChunkHandle a, ChunkHandle b) const
+  // The common case (one stream, no timing counter) is one test inline.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool MayMerge(ChunkHandle a, ChunkHandle b) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    // TF: a chunk with a free count merges only once it is safe (or forced).
-    if (ABSL_PREDICT_FALSE(!freed_at_.empty()) && !force_timestamp_merge_ &&
-        (FreedAt(a) != 0 || FreedAt(b) != 0)) {
-      return false;
-    }
-    const uint64_t fa = chunks_[a].fence, fb = chunks_[b].fence;
-    if (ABSL_PREDICT_TRUE((fa | fb) == 0)) return true;
-    return MayMergeFences(fa, fb);
+    if (ABSL_PREDICT_TRUE(slow_paths_ == 0)) return true;
+    return MayMergeSlow(a, b);
   }
+  // MayMerge with fences or a timing counter (TF: a chunk with a free count
+  // merges only once it is safe, or when forced).
+  bool MayMergeSlow(ChunkHandle a, ChunkHandle b) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   StreamStats StreamStatsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool MayMergeFences(uint64_t a, uint64_t b) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // A free chunk's TF free count (0: none, or known safe).
+  // TF's timestamped reuse on the free, split, merge and delete paths (out
+  // of line; called only with a timing counter).
+  void FreeTimestamped(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // FreeChunk of the one chunk of dedicated region r (out of line).
+  void FreeDedicated(ChunkHandle h, const internal::AllocationRegion& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void SplitFreedAt(ChunkHandle h, ChunkHandle nh)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // SplitChunk's and Merge's fence and free-count work (out of line; only
+  // with slow_paths_).
+  void SplitSlow(ChunkHandle h, ChunkHandle nh)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void MergeSlow(ChunkHandle h1, ChunkHandle h2)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void MergeFreedAt(ChunkHandle h1, ChunkHandle h2)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ForgetFreedAt(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A free chunk's TF free count (0: none, or known safe). An in-use chunk
+  // may keep a stale entry (not erased on the allocation path, to keep it
+  // short): never read while in use, overwritten when it is freed, erased
+  // when the chunk goes (MergeFreedAt, ReleaseRegionLocked).
   uint64_t FreedAt(ChunkHandle h) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     auto it = freed_at_.find(h);
     return it == freed_at_.end() ? 0 : it->second;
@@ -743,6 +762,12 @@ class Allocator {
   // Streams. While only kImplicitStream is used (multi_stream_ false) no
   // fence is stamped and the search is TF's.
   bool multi_stream_ ABSL_GUARDED_BY(mutex_) = false;
+  // Which of the paths the common case skips are on (never turned off):
+  // streams (multi_stream_: fences may be nonzero) and TF's timestamps. The
+  // split, merge and search paths test this once.
+  static constexpr uint32_t kStreamsPath = 1;
+  static constexpr uint32_t kTimestampsPath = 2;
+  uint32_t slow_paths_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<StreamState> streams_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<StreamId, StreamSlot> stream_slots_
       ABSL_GUARDED_BY(mutex_);

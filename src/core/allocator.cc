@@ -302,7 +302,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
     if (ABSL_PREDICT_FALSE(rounded >= huge_threshold_)) return nullptr;
     internal::MutexLock lock(&mutex_);
     alloc_stream_ = 0;
-    if (ABSL_PREDICT_FALSE(!timestamped_chunks_.empty())) {
+    if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) {
       MergeTimestampedChunks(0);
     }
     const ChunkHandle h = FindChunk(alignment, rounded);
@@ -514,7 +514,7 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     return AllocateChunk(d, alignment, rounded, num_bytes, /*may_split=*/false);
   }
   // TF: queued timestamped chunks whose counts became safe merge first.
-  if (ABSL_PREDICT_FALSE(!timestamped_chunks_.empty())) {
+  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) {
     MergeTimestampedChunks(0);
   }
   ChunkHandle h = FindChunk(alignment, rounded);
@@ -616,6 +616,7 @@ void Allocator::SetTimingCounter(SharedCounter* counter) {
   internal::MutexLock lock(&mutex_);
   if (counter == nullptr) return;  // TF never turns it off
   timing_counter_ = counter;
+  slow_paths_ |= kTimestampsPath;
   has_timing_counter_.store(true, std::memory_order_release);
 }
 
@@ -644,6 +645,81 @@ uint64_t Allocator::FreedBefore(const AllocationAttributes& attr) {
     return 0;
   }
   return count;
+}
+
+ABSL_ATTRIBUTE_NOINLINE void Allocator::FreeDedicated(
+    ChunkHandle h, const internal::AllocationRegion& r) {
+  // Its own region, its only chunk: given back at once, never pooled.
+  stats_.huge_bytes_in_use -= static_cast<int64_t>(chunks_[h].size);
+  if (ABSL_PREDICT_FALSE(!FenceComplete(chunks_[h].fence)) &&
+      !SynchronizeFence(chunks_[h].fence).ok()) {
+    // Its stream's work must be done before it goes back (as cudaFree
+    // synchronizes); it could not be waited for (logged), so it stays,
+    // unused, until its fence is known complete.
+    pending_dedicated_.push_back(h);
+    MaybeValidate("Deallocate (dedicated region, pending)");
+    return;
+  }
+  (void)ReleaseRegionLocked(r, /*binned=*/false);
+  WakeWaiters();
+  MaybeValidate("Deallocate (dedicated region)");
+}
+
+// Out of line: the paths without a timing counter only test the pointer.
+ABSL_ATTRIBUTE_NOINLINE void Allocator::FreeTimestamped(ChunkHandle h) {
+  // TF: stamped with the next count and queued, not coalesced, until its
+  // count is safe (MergeTimestampedChunks).
+  freed_at_[h] = static_cast<uint64_t>(timing_counter_->next());
+  timestamped_chunks_.push_back(h);
+  InsertFreeChunkIntoBin(h);
+  if (stamp_free_regions_ && chunks_[h].prev == kInvalidChunkHandle &&
+      chunks_[h].next == kInvalidChunkHandle) {
+    LinkFreeRegion(h);
+  }
+  WakeWaiters();
+  MaybeValidate("Deallocate (timestamped)");
+}
+
+ABSL_ATTRIBUTE_NOINLINE void Allocator::SplitSlow(ChunkHandle h,
+                                                  ChunkHandle nh) {
+  const uint64_t fence = chunks_[h].fence;
+  if (fence != 0) {
+    // The remainder was used (or is pending) exactly as the whole was.
+    chunks_[nh].fence = fence;
+    RefFence(fence);
+  }
+  if (timing_counter_ != nullptr) SplitFreedAt(h, nh);
+}
+
+ABSL_ATTRIBUTE_NOINLINE void Allocator::MergeSlow(ChunkHandle h1,
+                                                  ChunkHandle h2) {
+  Chunk& c1 = chunks_[h1];
+  Chunk& c2 = chunks_[h2];
+  if ((c1.fence | c2.fence) != 0) {
+    c1.fence = JoinFences(c1.fence, c2.fence);
+    c2.fence = 0;  // its reference went to the join
+  }
+  if (timing_counter_ != nullptr) MergeFreedAt(h1, h2);
+}
+
+void Allocator::SplitFreedAt(ChunkHandle h, ChunkHandle nh) {
+  // TF: the remainder inherits the free count. Unlike TF it is queued too,
+  // so that it merges with its neighbours once safe (TF leaves it apart for
+  // good: fragmentation that only grows).
+  const uint64_t count = FreedAt(h);
+  if (count != 0) freed_at_[nh] = count;
+  timestamped_chunks_.push_back(nh);
+}
+
+void Allocator::MergeFreedAt(ChunkHandle h1, ChunkHandle h2) {
+  // TF: the later free count.
+  const uint64_t count = std::max(FreedAt(h1), FreedAt(h2));
+  freed_at_.erase(h2);
+  if (count != 0) freed_at_[h1] = count;
+}
+
+ABSL_ATTRIBUTE_NOINLINE void Allocator::ForgetFreedAt(ChunkHandle h) {
+  freed_at_.erase(h);
 }
 
 bool Allocator::MergeTimestampedChunks(size_t required_bytes) {
@@ -838,9 +914,12 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
                            : std::numeric_limits<size_t>::max();
   // Once several streams are in use, only chunks safe for this one; with a
   // freed_by_func count, only chunks freed at or before it (TF).
-  const bool safe_only = ABSL_PREDICT_FALSE(multi_stream_) && !unsafe_ok;
-  const uint64_t freed_before = alloc_freed_before_;
-  const bool filtered = safe_only || ABSL_PREDICT_FALSE(freed_before != 0);
+  // One test while neither is on.
+  const bool filtered =
+      ABSL_PREDICT_FALSE(slow_paths_ != 0) &&
+      ((multi_stream_ && !unsafe_ok) || alloc_freed_before_ != 0);
+  const bool safe_only = filtered && multi_stream_ && !unsafe_ok;
+  const uint64_t freed_before = filtered ? alloc_freed_before_ : 0;
   uint32_t candidates = non_empty_bins_ & (~uint32_t{0} << bin_num);
   while (candidates != 0) {
     const BinNum b = __builtin_ctz(candidates);
@@ -931,8 +1010,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
                  rest >= min_split_remainder_)) {
     InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
   }
-  if (ABSL_PREDICT_FALSE(chunks_[h].fence != 0)) SetFence(h, 0);
-  if (ABSL_PREDICT_FALSE(!freed_at_.empty())) freed_at_.erase(h);
+  if (ABSL_PREDICT_FALSE(slow_paths_ != 0) && chunks_[h].fence != 0) {
+    SetFence(h, 0);
+  }
   Chunk& c = chunks_[h];
   c.requested_size = num_bytes;
   c.allocation_id = next_allocation_id_++;
@@ -1223,6 +1303,7 @@ bool Allocator::ReleaseRegionLocked(internal::AllocationRegion r, bool binned) {
   if (binned) RemoveFreeChunkFromBin(h);
   SetFence(h, 0);
   UnlinkFreeRegion(h);
+  if (timing_counter_ != nullptr) ForgetFreedAt(h);
   DeleteChunk(h);
   if (r.dedicated()) --num_dedicated_regions_;
   const bool removed = region_manager_.RemoveAllocationRegion(r.ptr());
@@ -1424,35 +1505,12 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(
     const internal::AllocationRegion* r =
         region_manager_.RegionFor(chunks_[h].ptr);
     if (r != nullptr && r->dedicated()) {
-      // Its own region, its only chunk: given back at once, never pooled.
-      stats_.huge_bytes_in_use -= static_cast<int64_t>(chunks_[h].size);
-      if (ABSL_PREDICT_FALSE(!FenceComplete(chunks_[h].fence)) &&
-          !SynchronizeFence(chunks_[h].fence).ok()) {
-        // Its stream's work must be done before it goes back (as cudaFree
-        // synchronizes); it could not be waited for (logged), so it stays,
-        // unused, until its fence is known complete.
-        pending_dedicated_.push_back(h);
-        MaybeValidate("Deallocate (dedicated region, pending)");
-        return;
-      }
-      (void)ReleaseRegionLocked(*r, /*binned=*/false);
-      WakeWaiters();
-      MaybeValidate("Deallocate (dedicated region)");
+      FreeDedicated(h, *r);
       return;
     }
   }
   if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) {
-    // TF: stamped with the next count and queued, not coalesced, until
-    // its count is safe (MergeTimestampedChunks).
-    freed_at_[h] = static_cast<uint64_t>(timing_counter_->next());
-    timestamped_chunks_.push_back(h);
-    InsertFreeChunkIntoBin(h);
-    if (stamp_free_regions_ && chunks_[h].prev == kInvalidChunkHandle &&
-        chunks_[h].next == kInvalidChunkHandle) {
-      LinkFreeRegion(h);
-    }
-    WakeWaiters();
-    MaybeValidate("Deallocate (timestamped)");
+    FreeTimestamped(h);
     return;
   }
   const ChunkHandle merged = TryToCoalesce(h);
@@ -1589,19 +1647,7 @@ Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
   c.size = num_bytes;
   n.prev = h;
   n.next = c.next;
-  if (ABSL_PREDICT_FALSE(c.fence != 0)) {
-    // The remainder was used (or is pending) exactly as the whole was.
-    n.fence = c.fence;
-    RefFence(n.fence);
-  }
-  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) {
-    // TF: the remainder inherits the free count. Unlike TF it is queued
-    // too, so that it merges with its neighbours once safe (TF leaves it
-    // apart for good: fragmentation that only grows).
-    const uint64_t count = FreedAt(h);
-    if (count != 0) freed_at_[nh] = count;
-    timestamped_chunks_.push_back(nh);
-  }
+  if (ABSL_PREDICT_FALSE(slow_paths_ != 0)) SplitSlow(h, nh);
   if (c.next != kInvalidChunkHandle) chunks_[c.next].prev = nh;
   c.next = nh;
   region_manager_.set_handle(n.ptr, nh);
@@ -1623,16 +1669,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::Merge(ChunkHandle h1,
   c1.size += c2.size;
   c1.next = c2.next;
   if (c2.next != kInvalidChunkHandle) chunks_[c2.next].prev = h1;
-  if (ABSL_PREDICT_FALSE((c1.fence | c2.fence) != 0)) {
-    c1.fence = JoinFences(c1.fence, c2.fence);
-    chunks_[h2].fence = 0;  // its reference went to the join
-  }
-  if (ABSL_PREDICT_FALSE(!freed_at_.empty())) {
-    // TF: the later free count.
-    const uint64_t count = std::max(FreedAt(h1), FreedAt(h2));
-    freed_at_.erase(h2);
-    if (count != 0) freed_at_[h1] = count;
-  }
+  if (ABSL_PREDICT_FALSE(slow_paths_ != 0)) MergeSlow(h1, h2);
   DeleteChunk(h2);
 }
 
@@ -1640,7 +1677,6 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::DeleteChunk(ChunkHandle h) {
   // Its fence went to a merge or was dropped by the caller (multi-fences are
   // counted).
   BFC_DCHECK_EQ(chunks_[h].fence, uint64_t{0});
-  if (ABSL_PREDICT_FALSE(!freed_at_.empty())) freed_at_.erase(h);
   const bool unmapped = region_manager_.erase(chunks_[h].ptr);
   BFC_DCHECK(unmapped);
   chunks_.Deallocate(h);

@@ -175,6 +175,7 @@ absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
     // Leaving single-stream mode: memory freed so far on the implicit stream
     // may still be in use by its work; fence it all with one point.
     multi_stream_ = true;
+    slow_paths_ |= kStreamsPath;
     const uint64_t point = ++streams_[0].seq;
     for (internal::Bin& bin : bins_) {
       bin.ForEach([&](const internal::Bin::Entry& e)
@@ -252,6 +253,15 @@ bool Allocator::FenceComplete(uint64_t fence) const {
     if (q > streams_[p].completed) return false;
   }
   return true;
+}
+
+bool Allocator::MayMergeSlow(ChunkHandle a, ChunkHandle b) const {
+  if (timing_counter_ != nullptr && !force_timestamp_merge_ &&
+      (FreedAt(a) != 0 || FreedAt(b) != 0)) {
+    return false;
+  }
+  const uint64_t fa = chunks_[a].fence, fb = chunks_[b].fence;
+  return (fa | fb) == 0 || MayMergeFences(fa, fb);
 }
 
 bool Allocator::MayMergeFences(uint64_t a, uint64_t b) const {

@@ -325,17 +325,16 @@ absl::Status Allocator::ValidateLocked() const {
                 free_bytes, " bytes");
   }
 
-  // --- TF's free counts: only on free chunks, never 0, none without a
-  // timing counter ---------------------------------------------------------
+  // --- TF's free counts: only on live chunks (stale on an in-use one: never
+  // read while in use), never 0, none without a timing counter -------------
   if (!freed_at_.empty() && timing_counter_ == nullptr) {
     return fail(freed_at_.size(), " free counts without a timing counter");
   }
   for (const auto& [h, count] : freed_at_) {
     if (!chunks_.InRange(h) || chunks_[h].ptr == nullptr ||
-        chunks_[h].in_use() ||
         region_manager_.get_handle(chunks_[h].ptr) != h) {
       return fail("free count ", count, " recorded for chunk ", h,
-                  ", which is not a free chunk");
+                  ", which is not a live chunk");
     }
     if (count == 0) return fail("chunk ", h, " has a free count of 0");
   }

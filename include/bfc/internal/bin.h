@@ -29,6 +29,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/btree_set.h"
 #include "absl/status/status.h"
 #include "bfc/internal/check.h"
@@ -140,7 +141,11 @@ class Bin {
 
   // Adds a free chunk. Returns false (and changes nothing) if a chunk with the
   // same address is already present at that size.
-  [[nodiscard]] bool Insert(size_t size, const void* ptr, ChunkHandle h) {
+  // Always inlined: the free path calls it once per free, and the compiler
+  // stops inlining it as the path grows (a call costs ~5% of a free).
+  [[nodiscard]] ABSL_ATTRIBUTE_ALWAYS_INLINE bool Insert(size_t size,
+                                                         const void* ptr,
+                                                         ChunkHandle h) {
     const Entry e{size, reinterpret_cast<uintptr_t>(ptr), h};
     if (!small_ || num_small_ == kSmallCapacity) return InsertLarge(e);
     // One insertion-sort step from the end: most bins hold 0-2 chunks.
@@ -159,7 +164,8 @@ class Bin {
     return true;
   }
   // Removes the chunk keyed (size, ptr). Returns false if it was not present.
-  [[nodiscard]] bool Erase(size_t size, const void* ptr) {
+  [[nodiscard]] ABSL_ATTRIBUTE_ALWAYS_INLINE bool Erase(size_t size,
+                                                        const void* ptr) {
     const Entry key{size, reinterpret_cast<uintptr_t>(ptr), 0};
     if (!small_) return EraseLarge(key);
     Entry* pos = SmallLowerBound(key);
