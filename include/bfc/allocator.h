@@ -362,8 +362,11 @@ class Allocator {
   // large for the request (MaxFitFor) is not taken unless `any_size`. Once
   // several streams are in use, only chunks safe for alloc_stream_ (unless
   // `unsafe_ok`).
-  ChunkHandle FindChunk(size_t alignment, size_t rounded_bytes,
-                        bool any_size = false, bool unsafe_ok = false)
+  template <bool kMaySlow = true>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE ChunkHandle FindChunk(size_t alignment,
+                                                     size_t rounded_bytes,
+                                                     bool any_size = false,
+                                                     bool unsafe_ok = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // With max_split_bytes: the size a chunk must stay below to serve a request
   // of `rounded_bytes` (PyTorch: a small request never takes an oversize
@@ -401,8 +404,12 @@ class Allocator {
   // Hands out the free, unbinned chunk `h` from FindChunk: splits off the
   // alignment prefix and a remainder worth keeping, marks it in use, counts.
   // `may_split` false: the chunk is handed out whole (a dedicated region).
-  void* AllocateChunk(ChunkHandle h, size_t alignment, size_t rounded_bytes,
-                      size_t num_bytes, bool may_split = true)
+  template <bool kMaySlow = true>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void* AllocateChunk(ChunkHandle h,
+                                                   size_t alignment,
+                                                   size_t rounded_bytes,
+                                                   size_t num_bytes,
+                                                   bool may_split = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // A new region from the sub-allocator big enough for the request (growth
   // policy, limit, 0.9x back-off); false when none can be had. With
@@ -429,10 +436,13 @@ class Allocator {
   // --- Chunks and bins -----------------------------------------------------
   // Cuts chunk `h` after `num_bytes`; returns the new (free, unbinned)
   // remainder's handle.
-  ChunkHandle SplitChunk(ChunkHandle h, size_t num_bytes)
+  template <bool kMaySlow = true>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE ChunkHandle SplitChunk(ChunkHandle h,
+                                                      size_t num_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Joins free neighbour h2 into h1 (both out of their bins); h2 is deleted.
-  void Merge(ChunkHandle h1, ChunkHandle h2)
+  template <bool kMaySlow = true>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Merge(ChunkHandle h1, ChunkHandle h2)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Forgets chunk h: its map entry and its table slot.
   void DeleteChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -443,9 +453,11 @@ class Allocator {
   // put memory one stream may use behind a fence it may not, so it waits
   // (MergeDeferred) until the fences are known complete.
   // The common case (one stream, no timing counter) is one test inline.
+  // kMaySlow false: a path that already knows slow_paths_ is 0.
+  template <bool kMaySlow = true>
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool MayMerge(ChunkHandle a, ChunkHandle b) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (ABSL_PREDICT_TRUE(slow_paths_ == 0)) return true;
+    if (!kMaySlow || ABSL_PREDICT_TRUE(slow_paths_ == 0)) return true;
     return MayMergeSlow(a, b);
   }
   // MayMerge with fences or a timing counter (TF: a chunk with a free count
@@ -503,7 +515,8 @@ class Allocator {
   void MergeDeferred() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Merges free chunk h with a free next, then a free previous neighbour
   // (TF's order); returns the surviving handle, not yet binned.
-  ChunkHandle TryToCoalesce(ChunkHandle h)
+  template <bool kMaySlow = true>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE ChunkHandle TryToCoalesce(ChunkHandle h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Puts free chunk h into the bin its size names and marks that bin
   // non-empty.
@@ -527,6 +540,13 @@ class Allocator {
   // waiters.
   // `stream`: the slot it is freed on (its fence's stream).
   void FreeChunk(ChunkHandle h, StreamSlot stream = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // FreeChunk with any of slow_paths_ on (out of line): the stream fence,
+  // dedicated regions, TF's free counts.
+  void FreeChunkSlow(ChunkHandle h, StreamSlot stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // AllocateFast with any of slow_paths_ on (out of line).
+  void* AllocateFastSlow(size_t alignment, size_t rounded, size_t num_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Logs a caller's mistake (an invalid free or request), the first 10 in
   // full and then one line per power-of-two count of suppressed ones; aborts
@@ -762,11 +782,13 @@ class Allocator {
   // Streams. While only kImplicitStream is used (multi_stream_ false) no
   // fence is stamped and the search is TF's.
   bool multi_stream_ ABSL_GUARDED_BY(mutex_) = false;
-  // Which of the paths the common case skips are on (never turned off):
-  // streams (multi_stream_: fences may be nonzero) and TF's timestamps. The
-  // split, merge and search paths test this once.
+  // Which of the paths the common case skips are on: streams
+  // (multi_stream_: fences may be nonzero) and TF's timestamps (never turned
+  // off), dedicated regions (while any is held). The allocate and free fast
+  // paths test this once and otherwise run code without those branches.
   static constexpr uint32_t kStreamsPath = 1;
   static constexpr uint32_t kTimestampsPath = 2;
+  static constexpr uint32_t kDedicatedPath = 4;  // while dedicated regions
   uint32_t slow_paths_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<StreamState> streams_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<StreamId, StreamSlot> stream_slots_

@@ -301,16 +301,26 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
     // A huge request never takes a pooled chunk: it gets its own region.
     if (ABSL_PREDICT_FALSE(rounded >= huge_threshold_)) return nullptr;
     internal::MutexLock lock(&mutex_);
-    alloc_stream_ = 0;
-    if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) {
-      MergeTimestampedChunks(0);
+    if (ABSL_PREDICT_FALSE(slow_paths_ != 0)) {
+      return AllocateFastSlow(alignment, rounded, num_bytes);
     }
-    const ChunkHandle h = FindChunk(alignment, rounded);
+    const ChunkHandle h = FindChunk</*kMaySlow=*/false>(alignment, rounded);
     if (h != kInvalidChunkHandle) {
-      return AllocateChunk(h, alignment, rounded, num_bytes);
+      return AllocateChunk</*kMaySlow=*/false>(h, alignment, rounded,
+                                               num_bytes);
     }
   }
   return nullptr;
+}
+
+ABSL_ATTRIBUTE_NOINLINE void* Allocator::AllocateFastSlow(size_t alignment,
+                                                          size_t rounded,
+                                                          size_t num_bytes) {
+  alloc_stream_ = 0;
+  if (timing_counter_ != nullptr) MergeTimestampedChunks(0);
+  const ChunkHandle h = FindChunk(alignment, rounded);
+  if (h == kInvalidChunkHandle) return nullptr;
+  return AllocateChunk(h, alignment, rounded, num_bytes);
 }
 
 void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes) {
@@ -903,6 +913,7 @@ Allocator::ChunkHandle Allocator::FindChunkForAnyStream(size_t alignment,
   return h;
 }
 
+template <bool kMaySlow>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
     size_t alignment, size_t rounded_bytes, bool any_size, bool unsafe_ok) {
   const BinNum bin_num = BinNumForSize(rounded_bytes);
@@ -916,7 +927,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
   // freed_by_func count, only chunks freed at or before it (TF).
   // One test while neither is on.
   const bool filtered =
-      ABSL_PREDICT_FALSE(slow_paths_ != 0) &&
+      kMaySlow && ABSL_PREDICT_FALSE(slow_paths_ != 0) &&
       ((multi_stream_ && !unsafe_ok) || alloc_freed_before_ != 0);
   const bool safe_only = filtered && multi_stream_ && !unsafe_ok;
   const uint64_t freed_before = filtered ? alloc_freed_before_ : 0;
@@ -972,6 +983,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle Allocator::FindChunk(
   return kInvalidChunkHandle;
 }
 
+template <bool kMaySlow>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
     ChunkHandle h, size_t alignment, size_t rounded_bytes, size_t num_bytes,
     bool may_split) {
@@ -988,7 +1000,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
       // (coalescing is complete), so no merge is possible.
       BFC_DCHECK(chunks_[h].prev == kInvalidChunkHandle ||
                  chunks_[chunks_[h].prev].in_use() || multi_stream_);
-      const ChunkHandle rest = SplitChunk(h, pad);
+      const ChunkHandle rest = SplitChunk<kMaySlow>(h, pad);
       InsertFreeChunkIntoBin(h);
       h = rest;
     }
@@ -1008,9 +1020,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
                  static_cast<int64_t>(rest) >=
                      max_internal_fragmentation_bytes_ ||
                  rest >= min_split_remainder_)) {
-    InsertFreeChunkIntoBin(SplitChunk(h, rounded_bytes));
+    InsertFreeChunkIntoBin(SplitChunk<kMaySlow>(h, rounded_bytes));
   }
-  if (ABSL_PREDICT_FALSE(slow_paths_ != 0) && chunks_[h].fence != 0) {
+  if (kMaySlow && ABSL_PREDICT_FALSE(slow_paths_ != 0) &&
+      chunks_[h].fence != 0) {
     SetFence(h, 0);
   }
   Chunk& c = chunks_[h];
@@ -1202,6 +1215,7 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
     // chunk out whole.
     region_manager_.AddAllocationRegion(mem, usable, /*dedicated=*/true);
     ++num_dedicated_regions_;
+    slow_paths_ |= kDedicatedPath;
     if (history_ != nullptr) {
       RecordEvent(MemoryEvent::Action::kRegionAlloc, AddressOf(mem), usable, 0,
                   -1);
@@ -1305,7 +1319,9 @@ bool Allocator::ReleaseRegionLocked(internal::AllocationRegion r, bool binned) {
   UnlinkFreeRegion(h);
   if (timing_counter_ != nullptr) ForgetFreedAt(h);
   DeleteChunk(h);
-  if (r.dedicated()) --num_dedicated_regions_;
+  if (r.dedicated() && --num_dedicated_regions_ == 0) {
+    slow_paths_ &= ~kDedicatedPath;
+  }
   const bool removed = region_manager_.RemoveAllocationRegion(r.ptr());
   BFC_DCHECK(removed);
   (void)removed;
@@ -1498,10 +1514,27 @@ absl::Status Allocator::Deallocate(void* ptr) {
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(
     ChunkHandle h, StreamSlot stream) {
   MarkFree(h);
-  if (ABSL_PREDICT_FALSE(multi_stream_)) {
+  if (ABSL_PREDICT_FALSE(slow_paths_ != 0)) {
+    FreeChunkSlow(h, stream);
+    return;
+  }
+  const ChunkHandle merged = TryToCoalesce</*kMaySlow=*/false>(h);
+  InsertFreeChunkIntoBin(merged);
+  if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
+      chunks_[merged].prev == kInvalidChunkHandle &&
+      chunks_[merged].next == kInvalidChunkHandle) {
+    LinkFreeRegion(merged);
+  }
+  WakeWaiters();
+  MaybeValidate("Deallocate");
+}
+
+ABSL_ATTRIBUTE_NOINLINE void Allocator::FreeChunkSlow(ChunkHandle h,
+                                                      StreamSlot stream) {
+  if (multi_stream_) {
     chunks_[h].fence = StampFree(h, stream);  // an in-use chunk has none
   }
-  if (ABSL_PREDICT_FALSE(num_dedicated_regions_ > 0)) {
+  if (num_dedicated_regions_ > 0) {
     const internal::AllocationRegion* r =
         region_manager_.RegionFor(chunks_[h].ptr);
     if (r != nullptr && r->dedicated()) {
@@ -1509,14 +1542,13 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(
       return;
     }
   }
-  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) {
+  if (timing_counter_ != nullptr) {
     FreeTimestamped(h);
     return;
   }
   const ChunkHandle merged = TryToCoalesce(h);
   InsertFreeChunkIntoBin(merged);
-  if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
-      chunks_[merged].prev == kInvalidChunkHandle &&
+  if (stamp_free_regions_ && chunks_[merged].prev == kInvalidChunkHandle &&
       chunks_[merged].next == kInvalidChunkHandle) {
     LinkFreeRegion(merged);
   }
@@ -1627,6 +1659,7 @@ std::string Allocator::DescribeInvalidPointer(const void* ptr) const {
 
 // --- Chunk and bin primitives -----------------------------------------------
 
+template <bool kMaySlow>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle
 Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
   // Only a free chunk out of its bin is cut, inside it, at a granule.
@@ -1647,13 +1680,14 @@ Allocator::SplitChunk(ChunkHandle h, size_t num_bytes) {
   c.size = num_bytes;
   n.prev = h;
   n.next = c.next;
-  if (ABSL_PREDICT_FALSE(slow_paths_ != 0)) SplitSlow(h, nh);
+  if (kMaySlow && ABSL_PREDICT_FALSE(slow_paths_ != 0)) SplitSlow(h, nh);
   if (c.next != kInvalidChunkHandle) chunks_[c.next].prev = nh;
   c.next = nh;
   region_manager_.set_handle(n.ptr, nh);
   return nh;
 }
 
+template <bool kMaySlow>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::Merge(ChunkHandle h1,
                                                           ChunkHandle h2) {
   Chunk& c1 = chunks_[h1];
@@ -1669,7 +1703,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::Merge(ChunkHandle h1,
   c1.size += c2.size;
   c1.next = c2.next;
   if (c2.next != kInvalidChunkHandle) chunks_[c2.next].prev = h1;
-  if (ABSL_PREDICT_FALSE(slow_paths_ != 0)) MergeSlow(h1, h2);
+  if (kMaySlow && ABSL_PREDICT_FALSE(slow_paths_ != 0)) MergeSlow(h1, h2);
   DeleteChunk(h2);
 }
 
@@ -1682,20 +1716,21 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::DeleteChunk(ChunkHandle h) {
   chunks_.Deallocate(h);
 }
 
+template <bool kMaySlow>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle
 Allocator::TryToCoalesce(ChunkHandle h) {
   ChunkHandle result = h;
   const ChunkHandle next = chunks_[h].next;
   if (next != kInvalidChunkHandle && !chunks_[next].in_use() &&
-      MayMerge(h, next)) {
+      MayMerge<kMaySlow>(h, next)) {
     RemoveFreeChunkFromBin(next);
-    Merge(h, next);
+    Merge<kMaySlow>(h, next);
   }
   const ChunkHandle prev = chunks_[h].prev;
   if (prev != kInvalidChunkHandle && !chunks_[prev].in_use() &&
-      MayMerge(prev, h)) {
+      MayMerge<kMaySlow>(prev, h)) {
     RemoveFreeChunkFromBin(prev);
-    Merge(prev, h);
+    Merge<kMaySlow>(prev, h);
     result = prev;
   }
   return result;

@@ -325,6 +325,16 @@ absl::Status Allocator::ValidateLocked() const {
                 free_bytes, " bytes");
   }
 
+  // --- The fast paths skip exactly what is off -------------------------------
+  const uint32_t want_slow =
+      (multi_stream_ ? kStreamsPath : 0) |
+      (timing_counter_ != nullptr ? kTimestampsPath : 0) |
+      (num_dedicated_regions_ > 0 ? kDedicatedPath : 0);
+  if (slow_paths_ != want_slow) {
+    return fail("slow_paths_ is ", slow_paths_, " but the state needs ",
+                want_slow);
+  }
+
   // --- TF's free counts: only on live chunks (stale on an in-use one: never
   // read while in use), never 0, none without a timing counter -------------
   if (!freed_at_.empty() && timing_counter_ == nullptr) {
