@@ -44,6 +44,7 @@
 #include "bfc/virtual_sub_allocator.h"
 #include "gtest/gtest.h"
 #include "testing/fake_stream_ops.h"
+#include "testing/quiet_log.h"
 
 namespace bfc {
 namespace {
@@ -72,16 +73,7 @@ std::string RulesName(int rules) {
                       " internal=", (rules >> 2) & 1);
 }
 
-// Silences the allocator's log while a test provokes errors on purpose
-// (refused synchronizations, injected failures, out of memory).
-class QuietLog {
- public:
-  QuietLog() : previous_(SetLogSink([](LogSeverity, std::string_view) {})) {}
-  ~QuietLog() { SetLogSink(std::move(previous_)); }
-
- private:
-  LogSink previous_;
-};
+using testing::QuietLog;
 
 // An allocator over never-touched addresses with the fake device as its
 // StreamOps (owned by the allocator; `dev` drives it).

@@ -29,6 +29,7 @@
 #include "bfc/shared_counter.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gtest/gtest.h"
+#include "testing/quiet_log.h"
 
 namespace bfc {
 namespace {
@@ -36,15 +37,7 @@ namespace {
 constexpr size_t kKiB = size_t{1} << 10;
 constexpr size_t kMiB = size_t{1} << 20;
 
-// Silences the allocator's log while a test provokes an out-of-memory.
-class QuietLog {
- public:
-  QuietLog() : previous_(SetLogSink([](LogSeverity, std::string_view) {})) {}
-  ~QuietLog() { SetLogSink(std::move(previous_)); }
-
- private:
-  LogSink previous_;
-};
+using testing::QuietLog;
 
 // An allocator over never-touched addresses; one region of `limit` bytes
 // (no growth), so placements are offsets from its base.

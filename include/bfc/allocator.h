@@ -518,6 +518,12 @@ class Allocator {
   template <bool kMaySlow = true>
   ABSL_ATTRIBUTE_ALWAYS_INLINE ChunkHandle TryToCoalesce(ChunkHandle h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A chunk just freed or grown, coalesced: into its bin, onto the
+  // free-region list if it is a whole region, waiters woken, `what`
+  // validated.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void BinFreeChunk(ChunkHandle h,
+                                                 const char* what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Puts free chunk h into the bin its size names and marks that bin
   // non-empty.
   void InsertFreeChunkIntoBin(ChunkHandle h)

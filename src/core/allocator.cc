@@ -681,13 +681,7 @@ ABSL_ATTRIBUTE_NOINLINE void Allocator::FreeTimestamped(ChunkHandle h) {
   // count is safe (MergeTimestampedChunks).
   freed_at_[h] = static_cast<uint64_t>(timing_counter_->next());
   timestamped_chunks_.push_back(h);
-  InsertFreeChunkIntoBin(h);
-  if (stamp_free_regions_ && chunks_[h].prev == kInvalidChunkHandle &&
-      chunks_[h].next == kInvalidChunkHandle) {
-    LinkFreeRegion(h);
-  }
-  WakeWaiters();
-  MaybeValidate("Deallocate (timestamped)");
+  BinFreeChunk(h, "Deallocate (timestamped)");
 }
 
 ABSL_ATTRIBUTE_NOINLINE void Allocator::SplitSlow(ChunkHandle h,
@@ -1258,16 +1252,8 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
                   AddressOf(mem), usable, 0, -1);
     }
   }
-  const ChunkHandle merged = TryToCoalesce(h);
-  InsertFreeChunkIntoBin(merged);
-  if (stamp_free_regions_) {
-    if (chunks_[merged].prev == kInvalidChunkHandle &&
-        chunks_[merged].next == kInvalidChunkHandle) {
-      LinkFreeRegion(merged);
-    }
-  }
-  WakeWaiters();  // the new region may have room for waiters too
-  MaybeValidate("Extend");
+  // The new region may have room for waiters too.
+  BinFreeChunk(TryToCoalesce(h), "Extend");
   return true;
 }
 
@@ -1518,15 +1504,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(
     FreeChunkSlow(h, stream);
     return;
   }
-  const ChunkHandle merged = TryToCoalesce</*kMaySlow=*/false>(h);
-  InsertFreeChunkIntoBin(merged);
-  if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
-      chunks_[merged].prev == kInvalidChunkHandle &&
-      chunks_[merged].next == kInvalidChunkHandle) {
-    LinkFreeRegion(merged);
-  }
-  WakeWaiters();
-  MaybeValidate("Deallocate");
+  BinFreeChunk(TryToCoalesce</*kMaySlow=*/false>(h), "Deallocate");
 }
 
 ABSL_ATTRIBUTE_NOINLINE void Allocator::FreeChunkSlow(ChunkHandle h,
@@ -1546,14 +1524,7 @@ ABSL_ATTRIBUTE_NOINLINE void Allocator::FreeChunkSlow(ChunkHandle h,
     FreeTimestamped(h);
     return;
   }
-  const ChunkHandle merged = TryToCoalesce(h);
-  InsertFreeChunkIntoBin(merged);
-  if (stamp_free_regions_ && chunks_[merged].prev == kInvalidChunkHandle &&
-      chunks_[merged].next == kInvalidChunkHandle) {
-    LinkFreeRegion(merged);
-  }
-  WakeWaiters();
-  MaybeValidate("Deallocate");
+  BinFreeChunk(TryToCoalesce(h), "Deallocate");
 }
 
 // Stream-naming frees and uses (the rest of streams: allocator_streams.cc);
@@ -1734,6 +1705,18 @@ Allocator::TryToCoalesce(ChunkHandle h) {
     result = prev;
   }
   return result;
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::BinFreeChunk(
+    ChunkHandle h, const char* what) {
+  InsertFreeChunkIntoBin(h);
+  if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
+      chunks_[h].prev == kInvalidChunkHandle &&
+      chunks_[h].next == kInvalidChunkHandle) {
+    LinkFreeRegion(h);
+  }
+  WakeWaiters();
+  MaybeValidate(what);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::InsertFreeChunkIntoBin(

@@ -30,6 +30,11 @@ nlohmann::json StatsToJsonValue(const AllocatorStats& stats);
 // The readers take the JSON path of `j` for their messages ("" at the top).
 AllocatorStats StatsFromJsonValue(const nlohmann::json& j,
                                   const std::string& path = "");
+// StreamStats as an object of its fields; read back with each field a
+// count in [0, 2^63).
+nlohmann::json StreamStatsToJsonValue(const StreamStats& stats);
+StreamStats StreamStatsFromJsonValue(const nlohmann::json& j,
+                                     const std::string& path);
 nlohmann::json MemoryDumpToJsonValue(const MemoryDump& dump);
 MemoryDump MemoryDumpFromJsonValue(const nlohmann::json& j,
                                    const std::string& path = "");

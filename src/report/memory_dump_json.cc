@@ -241,17 +241,40 @@ json MemoryDumpToJsonValue(const MemoryDump& d) {
                          {"bytes_pending", s.bytes_pending},
                          {"events_pending", s.events_pending}});
     }
-    const StreamStats& t = d.stream_stats;
     out["streams"] = std::move(streams);
-    out["stream_stats"] = {{"streams", t.streams},
-                           {"events_recorded", t.events_recorded},
-                           {"event_queries", t.event_queries},
-                           {"waits_inserted", t.waits_inserted},
-                           {"synchronizations", t.synchronizations},
-                           {"stream_op_errors", t.stream_op_errors},
-                           {"bytes_pending", t.bytes_pending}};
+    out["stream_stats"] = StreamStatsToJsonValue(d.stream_stats);
   }
   return out;
+}
+
+json StreamStatsToJsonValue(const StreamStats& t) {
+  return json{{"streams", t.streams},
+              {"events_recorded", t.events_recorded},
+              {"event_queries", t.event_queries},
+              {"waits_inserted", t.waits_inserted},
+              {"synchronizations", t.synchronizations},
+              {"stream_op_errors", t.stream_op_errors},
+              {"bytes_pending", t.bytes_pending}};
+}
+
+StreamStats StreamStatsFromJsonValue(const json& t, const std::string& path) {
+  if (!t.is_object()) FieldError(path, "is not an object");
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  StreamStats s;
+  s.streams = CheckedGetInRange<int64_t>(t, path, "streams", 0, kMax);
+  s.events_recorded =
+      CheckedGetInRange<int64_t>(t, path, "events_recorded", 0, kMax);
+  s.event_queries =
+      CheckedGetInRange<int64_t>(t, path, "event_queries", 0, kMax);
+  s.waits_inserted =
+      CheckedGetInRange<int64_t>(t, path, "waits_inserted", 0, kMax);
+  s.synchronizations =
+      CheckedGetInRange<int64_t>(t, path, "synchronizations", 0, kMax);
+  s.stream_op_errors =
+      CheckedGetInRange<int64_t>(t, path, "stream_op_errors", 0, kMax);
+  s.bytes_pending =
+      CheckedGetInRange<int64_t>(t, path, "bytes_pending", 0, kMax);
+  return s;
 }
 
 // Every field is checked for its type and range, and cheap cross-field
@@ -391,25 +414,11 @@ MemoryDump MemoryDumpFromJsonValue(const json& j, const std::string& path) {
           streams[i], where, "events_pending", 0, kMaxBytes);
       d.streams.push_back(sd);
     }
-    const std::string where = at("stream_stats");
-    if (!j.contains("stream_stats") || !j["stream_stats"].is_object()) {
-      FieldError(where, "missing or not an object (\"streams\" needs it)");
+    if (!j.contains("stream_stats")) {
+      FieldError(at("stream_stats"), "missing (\"streams\" needs it)");
     }
-    const json& t = j["stream_stats"];
-    StreamStats& s = d.stream_stats;
-    s.streams = CheckedGetInRange<int64_t>(t, where, "streams", 0, kMaxBytes);
-    s.events_recorded =
-        CheckedGetInRange<int64_t>(t, where, "events_recorded", 0, kMaxBytes);
-    s.event_queries =
-        CheckedGetInRange<int64_t>(t, where, "event_queries", 0, kMaxBytes);
-    s.waits_inserted =
-        CheckedGetInRange<int64_t>(t, where, "waits_inserted", 0, kMaxBytes);
-    s.synchronizations =
-        CheckedGetInRange<int64_t>(t, where, "synchronizations", 0, kMaxBytes);
-    s.stream_op_errors =
-        CheckedGetInRange<int64_t>(t, where, "stream_op_errors", 0, kMaxBytes);
-    s.bytes_pending =
-        CheckedGetInRange<int64_t>(t, where, "bytes_pending", 0, kMaxBytes);
+    d.stream_stats =
+        StreamStatsFromJsonValue(j["stream_stats"], at("stream_stats"));
   }
   return d;
 }

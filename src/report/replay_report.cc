@@ -59,15 +59,8 @@ json SummaryToJson(const ReplaySummary& s) {
          {"wall_seconds", s.wall_seconds},
          {"ns_per_op", s.ns_per_op}};
   if (s.trace_streams > 0) {
-    const StreamStats& t = s.stream_stats;
     j["trace_streams"] = s.trace_streams;
-    j["stream_stats"] = {{"streams", t.streams},
-                         {"events_recorded", t.events_recorded},
-                         {"event_queries", t.event_queries},
-                         {"waits_inserted", t.waits_inserted},
-                         {"synchronizations", t.synchronizations},
-                         {"stream_op_errors", t.stream_op_errors},
-                         {"bytes_pending", t.bytes_pending}};
+    j["stream_stats"] = internal::StreamStatsToJsonValue(s.stream_stats);
   }
   return j;
 }
@@ -111,25 +104,11 @@ ReplaySummary SummaryFromJson(const json& j) {
   if (j.contains("trace_streams")) {
     s.trace_streams = CheckedGetInRange<size_t>(j, p, "trace_streams", 1,
                                                 size_t{UINT16_MAX} + 1);
-    const std::string q = p + ".stream_stats";
-    if (!j.contains("stream_stats") || !j["stream_stats"].is_object()) {
-      internal::FieldError(q, "missing or not an object");
+    if (!j.contains("stream_stats")) {
+      internal::FieldError(p + ".stream_stats", "missing");
     }
-    const json& t = j["stream_stats"];
-    StreamStats& st = s.stream_stats;
-    st.streams = CheckedGetInRange<int64_t>(t, q, "streams", 0, kMax);
-    st.events_recorded =
-        CheckedGetInRange<int64_t>(t, q, "events_recorded", 0, kMax);
-    st.event_queries =
-        CheckedGetInRange<int64_t>(t, q, "event_queries", 0, kMax);
-    st.waits_inserted =
-        CheckedGetInRange<int64_t>(t, q, "waits_inserted", 0, kMax);
-    st.synchronizations =
-        CheckedGetInRange<int64_t>(t, q, "synchronizations", 0, kMax);
-    st.stream_op_errors =
-        CheckedGetInRange<int64_t>(t, q, "stream_op_errors", 0, kMax);
-    st.bytes_pending =
-        CheckedGetInRange<int64_t>(t, q, "bytes_pending", 0, kMax);
+    s.stream_stats = internal::StreamStatsFromJsonValue(j["stream_stats"],
+                                                        p + ".stream_stats");
   }
   return s;
 }
