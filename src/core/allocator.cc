@@ -991,9 +991,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
         AlignUp(chunks_[h].addr(), alignment) - chunks_[h].addr();
     if (pad > 0) {
       // The aligned prefix stays free; its previous neighbour is in use
-      // (coalescing is complete), so no merge is possible.
+      // (coalescing is complete), so no merge is possible -- except where a
+      // stream fence or TF's free counts keep free neighbours apart.
       BFC_DCHECK(chunks_[h].prev == kInvalidChunkHandle ||
-                 chunks_[chunks_[h].prev].in_use() || multi_stream_);
+                 chunks_[chunks_[h].prev].in_use() || multi_stream_ ||
+                 timing_counter_ != nullptr);
       const ChunkHandle rest = SplitChunk<kMaySlow>(h, pad);
       InsertFreeChunkIntoBin(h);
       h = rest;
