@@ -12,7 +12,8 @@
 //     CUDA_ERROR_INVALID_DEVICE;
 //   * memory calls need a current context (CUDA_ERROR_INVALID_CONTEXT);
 //     contexts are per thread (a stack); primary contexts are per device and
-//     reference counted;
+//     reference counted; cuCtxSynchronize waits for every stream (streams
+//     are not tied to contexts here);
 //   * each device has a memory budget: past it CUDA_ERROR_OUT_OF_MEMORY;
 //     cuMemGetInfo reports what is left;
 //   * device memory is address space only (PROT_NONE: touching it faults, as
@@ -28,14 +29,40 @@
 //     event made with CU_EVENT_DISABLE_TIMING (CUDA_ERROR_INVALID_HANDLE);
 //     a destroyed event is CUDA_ERROR_INVALID_HANDLE to every event call
 //     (destroyed events are kept, never reused, so a stale handle is caught);
+//   * virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap,
+//     cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree), with the
+//     rules below; none of it needs a current context;
 //   * any call can be made to fail on its Nth use with a chosen error.
 //
-// Not implemented: kernels, copies, VMM (cuMemCreate/Map), memory pools;
-// cuGetProcAddress reports them as not found.
+// VMM. Sizes and addresses are multiples of one granularity (2 MiB, as on
+// current GPUs; settable), else CUDA_ERROR_INVALID_VALUE. A reservation is
+// PROT_NONE address space outside the memory budget; cuMemAddressFree names it
+// exactly (base and size) and refuses one with a page still mapped, which the
+// driver leaves undefined but is always a caller's bug. A handle
+// (cuMemCreate) is physical memory: it counts against its device's budget
+// from creation until it is released AND unmapped everywhere (the driver's
+// deferred free), so cuMemGetInfo sees it. cuMemMap maps a whole handle
+// (offset 0, size the handle's; the driver can map part of one, the fake
+// refuses it) into unmapped address space of one reservation; cuMemSetAccess
+// needs a fully mapped range (it may span mappings); cuMemUnmap must not cut
+// a mapping (it takes whole mappings, one or several adjacent ones). A
+// handle is either unbacked (the default: nothing is touched, the range stays
+// PROT_NONE, so a trace of 100 GB replays on a laptop) or backed
+// (fake_cuda_set_vmm_backed, FAKE_CUDA_VMM_BACKED=1, decided when it is
+// created): a memfd the size of the handle, mapped shared over the range,
+// readable and writable as cuMemSetAccess allows, PROT_NONE again once
+// unmapped, its bytes kept by the handle for the next cuMemMap of it.
+// cuDeviceGetAttribute answers only the VMM attributes.
+//
+// Not implemented: kernels, copies, memory pools, VMM beyond the above
+// (multicast, sharing handles, host locations); cuGetProcAddress reports
+// them as not found.
 #include <cuda.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -54,6 +81,8 @@ namespace {
 
 constexpr size_t kDefaultDeviceMemory = size_t{8} << 30;
 constexpr int kDefaultDriverVersion = 12080;
+// The VMM granularity of current GPUs (minimum and recommended alike).
+constexpr size_t kDefaultVmmGranularity = size_t{2} << 20;
 
 struct Context {
   int device;
@@ -65,12 +94,38 @@ struct Device {
   size_t used = 0;
   Context* primary = nullptr;
   int primary_refs = 0;
+  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED; cuMemCreate on a
+  // device without it is CUDA_ERROR_NOT_SUPPORTED.
+  bool vmm_supported = true;
 };
 
 struct Allocation {
   int device;  // -1: pinned host memory
   size_t size;
   size_t mapped;
+};
+
+// Physical memory made by cuMemCreate. It lives until released and unmapped
+// everywhere (the driver's deferred free): a released handle that is still
+// mapped keeps its memory and its place in the budget.
+struct VmmHandle {
+  int device;
+  size_t size;
+  int fd = -1;  // backed: the memory (a memfd); -1: unbacked
+  bool released = false;
+  int maps = 0;  // mappings of it now
+};
+
+// One cuMemMap: a whole handle at the address it is keyed by.
+struct VmmMapping {
+  size_t size;
+  CUmemGenericAllocationHandle handle;
+  int device;   // the handle's, for the per-device counts
+  bool backed;  // the handle's memfd is mapped there
+  // cuMemSetAccess's flags by device (none: PROT_NONE). Kept per mapping: a
+  // cuMemSetAccess on part of one sets what cuMemGetAccess reports for all of
+  // it (the host protection of backed memory follows the exact range).
+  std::map<int, CUmemAccess_flags> access;
 };
 
 struct Stream;
@@ -148,7 +203,23 @@ struct State {
   // being freed, so their address is never handed out again.
   std::set<Event*> events;
   std::vector<std::unique_ptr<Event>> destroyed_events;
+  // VMM (forgotten by fake_cuda_reset, as allocations are).
+  size_t vmm_granularity = kDefaultVmmGranularity;
+  bool vmm_backed = false;  // handles created now get host memory
+  std::map<uintptr_t, size_t> reservations;  // base -> size
+  std::map<CUmemGenericAllocationHandle, VmmHandle> handles;
+  std::map<uintptr_t, VmmMapping> mappings;  // start -> mapping
+  // Never reset: a stale handle from before a reset is never valid again.
+  CUmemGenericAllocationHandle next_handle = 1;
 };
+
+// A granularity mappings can use: a power of two, at least a host page (the
+// backed mode maps at that granularity).
+bool ValidGranularity(size_t bytes) {
+  const long page = sysconf(_SC_PAGESIZE);
+  return bytes >= 4096 && (bytes & (bytes - 1)) == 0 &&
+         (page <= 0 || bytes >= static_cast<size_t>(page));
+}
 
 State& S() {
   static State* state = [] {
@@ -164,6 +235,13 @@ State& S() {
     }
     if (const char* v = getenv("FAKE_CUDA_INIT_ERROR")) {
       s->init_error = static_cast<CUresult>(atoi(v));
+    }
+    if (const char* v = getenv("FAKE_CUDA_VMM_GRANULARITY")) {
+      const size_t g = strtoull(v, nullptr, 10);
+      if (ValidGranularity(g)) s->vmm_granularity = g;
+    }
+    if (const char* v = getenv("FAKE_CUDA_VMM_BACKED")) {
+      s->vmm_backed = atoi(v) != 0;
     }
     return s;
   }();
@@ -255,6 +333,28 @@ FAKE_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   return CUDA_SUCCESS;
 }
 
+// Only what bfc asks: whether the device has VMM (and, for completeness of
+// cuMemCreate's flags, GPUDirect RDMA with VMM, which no fake device has).
+// Any other attribute is CUDA_ERROR_INVALID_VALUE, a limitation of the fake.
+FAKE_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib,
+                                          CUdevice dev) {
+  FAKE_ENTER("cuDeviceGetAttribute", true);
+  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || static_cast<size_t>(dev) >= s.devices.size()) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      *pi = s.devices[static_cast<size_t>(dev)].vmm_supported ? 1 : 0;
+      return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
+      *pi = 0;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
 // --- contexts ----------------------------------------------------------------
 
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
@@ -327,6 +427,21 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   *device = Current()->device;
+  return CUDA_SUCCESS;
+}
+
+// Waits for all work queued so far on every stream (the fake does not tie
+// streams to contexts).
+FAKE_EXPORT CUresult cuCtxSynchronize(void) {
+  FAKE_ENTER("cuCtxSynchronize", true);
+  if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  s.released.wait(lock, [&] {
+    if (!StreamIdle(&s.default_stream)) return false;
+    for (Stream* st : s.streams) {
+      if (!StreamIdle(st)) return false;
+    }
+    return true;
+  });
   return CUDA_SUCCESS;
 }
 
@@ -403,6 +518,323 @@ FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
   const Device& d = s.devices[static_cast<size_t>(ctx->device)];
   *free_bytes = d.total - d.used;
   *total = d.total;
+  return CUDA_SUCCESS;
+}
+
+// --- virtual memory management
+// ----------------------------------------------------------
+
+namespace {
+
+constexpr int kReserveFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+
+bool ValidDevice(const State& s, int device) {
+  return device >= 0 && static_cast<size_t>(device) < s.devices.size();
+}
+
+// What cuMemCreate and cuMemGetAllocationGranularity accept: pinned device
+// memory, exportable to nothing or to a file descriptor.
+CUresult CheckProp(const State& s, const CUmemAllocationProp* prop) {
+  if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+      prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!ValidDevice(s, prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
+
+// [ptr, ptr + size) is non-empty and starts and ends on the granularity.
+bool GranularRange(const State& s, uintptr_t ptr, size_t size) {
+  return size != 0 && ptr % s.vmm_granularity == 0 &&
+         size % s.vmm_granularity == 0 && ptr + size > ptr;
+}
+
+// Whether one reservation holds all of [ptr, ptr + size).
+bool InOneReservation(const State& s, uintptr_t ptr, size_t size) {
+  auto it = s.reservations.upper_bound(ptr);
+  if (it == s.reservations.begin()) return false;
+  --it;
+  const uintptr_t offset = ptr - it->first;
+  return offset < it->second && size <= it->second - offset;
+}
+
+// Whether any byte of [ptr, ptr + size) is mapped.
+bool AnyMapped(const State& s, uintptr_t ptr, size_t size) {
+  auto it = s.mappings.lower_bound(ptr);
+  if (it != s.mappings.end() && it->first - ptr < size) return true;
+  if (it == s.mappings.begin()) return false;
+  --it;
+  return it->first + it->second.size > ptr;
+}
+
+using MappingIt = std::map<uintptr_t, VmmMapping>::iterator;
+
+// The mappings that cover [ptr, ptr + size) with no gap, in address order;
+// empty when a byte of it is not mapped. `whole`: they must also start at
+// ptr and end at ptr + size (no mapping is cut).
+std::vector<MappingIt> Cover(State& s, uintptr_t ptr, size_t size, bool whole) {
+  std::vector<MappingIt> cover;
+  auto it = s.mappings.upper_bound(ptr);
+  if (it == s.mappings.begin()) return cover;
+  --it;
+  if (it->first + it->second.size <= ptr || (whole && it->first != ptr)) {
+    return cover;
+  }
+  const uintptr_t end = ptr + size;
+  uintptr_t next = it->first;  // where the next mapping has to start
+  while (next < end) {
+    if (it == s.mappings.end() || it->first != next) return {};
+    cover.push_back(it);
+    next = it->first + it->second.size;
+    ++it;
+  }
+  if (whole && next != end) return {};
+  return cover;
+}
+
+// The host protection a backed mapping gets: the most any device may do.
+int HostProt(const VmmMapping& m) {
+  int prot = PROT_NONE;
+  for (const auto& [device, flags] : m.access) {
+    if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      prot = PROT_READ | PROT_WRITE;
+    } else if (flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE) {
+      prot = PROT_READ;
+    }
+  }
+  return prot;
+}
+
+// Puts reserved (PROT_NONE, unbacked) address space back over a range that a
+// backed handle was mapped on, so a touch after cuMemUnmap faults.
+void Unback(uintptr_t ptr, size_t size) {
+  mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, kReserveFlags | MAP_FIXED,
+       -1, 0);
+}
+
+// Gives a released, unmapped handle's memory back to its device's budget.
+void FreeHandle(State& s,
+                std::map<CUmemGenericAllocationHandle, VmmHandle>::iterator h) {
+  if (ValidDevice(s, h->second.device)) {
+    Device& d = s.devices[static_cast<size_t>(h->second.device)];
+    d.used -= std::min(d.used, h->second.size);
+  }
+  if (h->second.fd >= 0) close(h->second.fd);
+  s.handles.erase(h);
+}
+
+}  // namespace
+
+FAKE_EXPORT CUresult cuMemGetAllocationGranularity(
+    size_t* granularity, const CUmemAllocationProp* prop,
+    CUmemAllocationGranularity_flags option) {
+  FAKE_ENTER("cuMemGetAllocationGranularity", true);
+  if (granularity == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckProp(s, prop); r != CUDA_SUCCESS) return r;
+  if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+      option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *granularity = s.vmm_granularity;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size,
+                                         size_t alignment, CUdeviceptr addr,
+                                         unsigned long long flags) {
+  FAKE_ENTER("cuMemAddressReserve", true);
+  if (ptr == nullptr || flags != 0 || !GranularRange(s, 0, size) ||
+      (alignment & (alignment - 1)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Mappings start on the granularity, so a reservation does too.
+  const size_t align = std::max(alignment, s.vmm_granularity);
+  void* p = MAP_FAILED;
+  if (addr != 0 && addr % align == 0) {
+    // Without MAP_FIXED the address is a hint the kernel takes where free;
+    // elsewhere it is ignored, as the driver may.
+    p = mmap(reinterpret_cast<void*>(static_cast<uintptr_t>(addr)), size,
+             PROT_NONE, kReserveFlags, -1, 0);
+    if (p != MAP_FAILED && reinterpret_cast<uintptr_t>(p) != addr) {
+      munmap(p, size);
+      p = MAP_FAILED;
+    }
+  }
+  if (p == MAP_FAILED) {
+    // mmap aligns to a page only: reserve `align` more, trim both ends.
+    if (size > SIZE_MAX - align) return CUDA_ERROR_OUT_OF_MEMORY;
+    const size_t span = size + align;
+    void* raw = mmap(nullptr, span, PROT_NONE, kReserveFlags, -1, 0);
+    if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t base = (start + align - 1) & ~(uintptr_t{align} - 1);
+    if (base > start) munmap(raw, base - start);
+    if (start + span > base + size) {
+      munmap(reinterpret_cast<void*>(base + size), start + span - base - size);
+    }
+    p = reinterpret_cast<void*>(base);
+  }
+  s.reservations[reinterpret_cast<uintptr_t>(p)] = size;
+  *ptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  FAKE_ENTER("cuMemAddressFree", true);
+  auto it = s.reservations.find(static_cast<uintptr_t>(ptr));
+  if (it == s.reservations.end() || it->second != size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // The driver leaves freeing mapped space undefined; it is a caller's bug
+  // (the mapping would outlive its addresses), so the fake refuses it.
+  if (AnyMapped(s, it->first, it->second)) return CUDA_ERROR_INVALID_VALUE;
+  munmap(reinterpret_cast<void*>(it->first), it->second);
+  s.reservations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle,
+                                 size_t size, const CUmemAllocationProp* prop,
+                                 unsigned long long flags) {
+  FAKE_ENTER("cuMemCreate", true);
+  if (handle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckProp(s, prop); r != CUDA_SUCCESS) return r;
+  Device& d = s.devices[static_cast<size_t>(prop->location.id)];
+  if (!d.vmm_supported) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!GranularRange(s, 0, size)) return CUDA_ERROR_INVALID_VALUE;
+  if (d.used > d.total || size > d.total - d.used) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  int fd = -1;
+  if (s.vmm_backed) {
+    // Sparse until written: a backed handle costs what the test touches.
+    fd = memfd_create("fake_cuda_vmm", MFD_CLOEXEC);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  d.used += size;
+  const CUmemGenericAllocationHandle h = s.next_handle++;
+  VmmHandle v{prop->location.id, size};
+  v.fd = fd;
+  s.handles.emplace(h, v);
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  FAKE_ENTER("cuMemRelease", true);
+  auto h = s.handles.find(handle);
+  if (h == s.handles.end() || h->second.released) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  h->second.released = true;
+  if (h->second.maps == 0) FreeHandle(s, h);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                              CUmemGenericAllocationHandle handle,
+                              unsigned long long flags) {
+  FAKE_ENTER("cuMemMap", true);
+  const uintptr_t p = static_cast<uintptr_t>(ptr);
+  if (offset != 0 || flags != 0 || !GranularRange(s, p, size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto h = s.handles.find(handle);
+  if (h == s.handles.end() || h->second.released || h->second.size != size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!InOneReservation(s, p, size) || AnyMapped(s, p, size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const bool backed = h->second.fd >= 0;
+  if (backed) {
+    // No access until cuMemSetAccess, as on a device.
+    void* m = mmap(reinterpret_cast<void*>(p), size, PROT_NONE,
+                   MAP_SHARED | MAP_FIXED, h->second.fd, 0);
+    if (m == MAP_FAILED) {
+      Unback(p, size);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  s.mappings.emplace(p, VmmMapping{size, handle, h->second.device, backed, {}});
+  ++h->second.maps;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
+                                    const CUmemAccessDesc* desc, size_t count) {
+  FAKE_ENTER("cuMemSetAccess", true);
+  const uintptr_t p = static_cast<uintptr_t>(ptr);
+  if (desc == nullptr || count == 0 || !GranularRange(s, p, size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const CUmemAccessDesc& a = desc[i];
+    if (a.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        !ValidDevice(s, a.location.id) ||
+        (a.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+         a.flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+         a.flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  const std::vector<MappingIt> cover = Cover(s, p, size, false);
+  if (cover.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (MappingIt it : cover) {
+    VmmMapping& m = it->second;
+    for (size_t i = 0; i < count; ++i)
+      m.access[desc[i].location.id] = desc[i].flags;
+    if (!m.backed) continue;
+    const uintptr_t from = std::max(p, it->first);
+    const uintptr_t to = std::min(p + size, it->first + m.size);
+    if (mprotect(reinterpret_cast<void*>(from), to - from, HostProt(m)) != 0) {
+      return CUDA_ERROR_UNKNOWN;  // the kernel's map count, say: not a rule
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemGetAccess(unsigned long long* flags,
+                                    const CUmemLocation* location,
+                                    CUdeviceptr ptr) {
+  FAKE_ENTER("cuMemGetAccess", true);
+  if (flags == nullptr || location == nullptr ||
+      location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      !ValidDevice(s, location->id)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const std::vector<MappingIt> cover =
+      Cover(s, static_cast<uintptr_t>(ptr), 1, false);
+  if (cover.empty()) return CUDA_ERROR_INVALID_VALUE;
+  const auto& access = cover.front()->second.access;
+  auto a = access.find(location->id);
+  *flags = a == access.end() ? CU_MEM_ACCESS_FLAGS_PROT_NONE : a->second;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  FAKE_ENTER("cuMemUnmap", true);
+  const uintptr_t p = static_cast<uintptr_t>(ptr);
+  if (!GranularRange(s, p, size)) return CUDA_ERROR_INVALID_VALUE;
+  // Whole mappings only: the driver cannot unmap part of one.
+  const std::vector<MappingIt> cover = Cover(s, p, size, true);
+  if (cover.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (MappingIt it : cover) {
+    if (it->second.backed) Unback(it->first, it->second.size);
+    auto h = s.handles.find(it->second.handle);
+    if (h != s.handles.end() && --h->second.maps == 0 && h->second.released) {
+      FreeHandle(s, h);
+    }
+    s.mappings.erase(it);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -584,6 +1016,8 @@ constexpr ErrorText kErrors[] = {
      "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+     "operation not supported"},
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
      "an illegal memory access was encountered"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED",
@@ -641,6 +1075,7 @@ const Proc kProcs[] = {
     FAKE_PROC("cuDriverGetVersion", cuDriverGetVersion),
     FAKE_PROC("cuDeviceGetCount", cuDeviceGetCount),
     FAKE_PROC("cuDeviceGet", cuDeviceGet),
+    FAKE_PROC("cuDeviceGetAttribute", cuDeviceGetAttribute),
     FAKE_PROC("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
     FAKE_PROC("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2),
     FAKE_PROC("cuCtxGetCurrent", cuCtxGetCurrent),
@@ -648,11 +1083,21 @@ const Proc kProcs[] = {
     FAKE_PROC("cuCtxPushCurrent", cuCtxPushCurrent_v2),
     FAKE_PROC("cuCtxPopCurrent", cuCtxPopCurrent_v2),
     FAKE_PROC("cuCtxGetDevice", cuCtxGetDevice),
+    FAKE_PROC("cuCtxSynchronize", cuCtxSynchronize),
     FAKE_PROC("cuMemAlloc", cuMemAlloc_v2),
     FAKE_PROC("cuMemFree", cuMemFree_v2),
     FAKE_PROC("cuMemHostAlloc", cuMemHostAlloc),
     FAKE_PROC("cuMemFreeHost", cuMemFreeHost),
     FAKE_PROC("cuMemGetInfo", cuMemGetInfo_v2),
+    FAKE_PROC("cuMemGetAllocationGranularity", cuMemGetAllocationGranularity),
+    FAKE_PROC("cuMemAddressReserve", cuMemAddressReserve),
+    FAKE_PROC("cuMemAddressFree", cuMemAddressFree),
+    FAKE_PROC("cuMemCreate", cuMemCreate),
+    FAKE_PROC("cuMemRelease", cuMemRelease),
+    FAKE_PROC("cuMemMap", cuMemMap),
+    FAKE_PROC("cuMemSetAccess", cuMemSetAccess),
+    FAKE_PROC("cuMemGetAccess", cuMemGetAccess),
+    FAKE_PROC("cuMemUnmap", cuMemUnmap),
     FAKE_PROC("cuStreamCreate", cuStreamCreate),
     FAKE_PROC("cuStreamDestroy", cuStreamDestroy_v2),
     FAKE_PROC("cuStreamQuery", cuStreamQuery),
@@ -722,6 +1167,16 @@ FAKE_EXPORT void fake_cuda_reset(void) {
   s.streams.clear();
   s.default_stream = Stream();
   s.init_error = CUDA_SUCCESS;
+  // VMM state is forgotten, not unmapped (as allocations are); a backed
+  // handle's memory stays where it is mapped, its descriptor is closed.
+  s.vmm_granularity = kDefaultVmmGranularity;
+  s.vmm_backed = false;
+  s.reservations.clear();
+  for (auto& [h, v] : s.handles) {
+    if (v.fd >= 0) close(v.fd);
+  }
+  s.handles.clear();
+  s.mappings.clear();
   // Stays initialized: bfc initializes the driver once per process.
   t_stack.clear();
   s.released.notify_all();
@@ -798,4 +1253,60 @@ FAKE_EXPORT long fake_cuda_call_count(const char* name) {
 
 FAKE_EXPORT int fake_cuda_context_depth(void) {
   return static_cast<int>(t_stack.size());
+}
+
+FAKE_EXPORT void fake_cuda_set_vmm_granularity(size_t bytes) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (ValidGranularity(bytes)) s.vmm_granularity = bytes;
+}
+
+FAKE_EXPORT void fake_cuda_set_vmm_supported(int device, int supported) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (ValidDevice(s, device)) {
+    s.devices[static_cast<size_t>(device)].vmm_supported = supported != 0;
+  }
+}
+
+FAKE_EXPORT void fake_cuda_set_vmm_backed(int backed) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.vmm_backed = backed != 0;
+}
+
+FAKE_EXPORT size_t fake_cuda_vmm_reserved_bytes(void) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  size_t bytes = 0;
+  for (const auto& [base, size] : s.reservations) bytes += size;
+  return bytes;
+}
+
+FAKE_EXPORT size_t fake_cuda_vmm_mapped_bytes(int device) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  size_t bytes = 0;
+  for (const auto& [start, m] : s.mappings) {
+    if (m.device == device) bytes += m.size;
+  }
+  return bytes;
+}
+
+FAKE_EXPORT int fake_cuda_vmm_live_handles(int device) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  int n = 0;
+  for (const auto& [h, v] : s.handles) n += v.device == device;
+  return n;
+}
+
+FAKE_EXPORT size_t fake_cuda_vmm_physical_bytes(int device) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  size_t bytes = 0;
+  for (const auto& [h, v] : s.handles) {
+    if (v.device == device) bytes += v.size;
+  }
+  return bytes;
 }

@@ -7,11 +7,14 @@
 // real driver they are absent and the tests that need them skip.
 //
 // Defaults (and after fake_cuda_reset): 1 device with 8 GiB, driver version
-// 12080 (12.8), no injected failures, no held stream. The environment can set
-// them before the first CUDA call of a process (for tests of load-time
-// behaviour, which bfc caches for the life of the process):
+// 12080 (12.8), no injected failures, no held stream; VMM supported, a VMM
+// granularity of 2 MiB, unbacked VMM handles. The environment can set them
+// before the first CUDA call of a process (for tests of load-time
+// behaviour, which bfc caches for the life of the process); fake_cuda_reset
+// goes back to the defaults above, not to the environment's values:
 //   FAKE_CUDA_DEVICE_COUNT=N  FAKE_CUDA_DEVICE_MEMORY=BYTES
 //   FAKE_CUDA_DRIVER_VERSION=V  FAKE_CUDA_INIT_ERROR=CUresult
+//   FAKE_CUDA_VMM_GRANULARITY=BYTES  FAKE_CUDA_VMM_BACKED=1
 #ifndef BFC_TESTS_FAKE_CUDA_FAKE_CUDA_CONTROL_H_
 #define BFC_TESTS_FAKE_CUDA_FAKE_CUDA_CONTROL_H_
 
@@ -24,7 +27,9 @@ extern "C" {
 // 1: this driver is the fake.
 int fake_cuda_is_fake(void);
 // Back to the defaults. Memory still allocated stays valid but is forgotten
-// (counted as nothing); contexts and streams are dropped.
+// (counted as nothing); contexts and streams are dropped. So is VMM state:
+// reservations, handles and mappings are forgotten, not unmapped (their
+// address space stays as it is; a handle is never handed out again).
 void fake_cuda_reset(void);
 void fake_cuda_set_device_count(int count);
 void fake_cuda_set_device_memory(int device, size_t bytes);
@@ -63,6 +68,32 @@ size_t fake_cuda_bytes_in_use(int device);
 long fake_cuda_call_count(const char* name);
 // Number of contexts on the calling thread's context stack.
 int fake_cuda_context_depth(void);
+
+// --- virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap,
+// cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree; the rules are
+// in fake_cuda.cc's header comment).
+//
+// The granularity cuMemGetAllocationGranularity reports (minimum and
+// recommended) and every VMM size and address must be a multiple of: a power
+// of two of at least 4096 bytes (and a host page); other values are ignored.
+void fake_cuda_set_vmm_granularity(size_t bytes);
+// Whether `device` reports CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_
+// SUPPORTED; without it cuMemCreate on it is CUDA_ERROR_NOT_SUPPORTED.
+void fake_cuda_set_vmm_supported(int device, int supported);
+// Backed (1): handles created from now on get host memory (a memfd of their
+// size) that their mappings show, readable or writable as cuMemSetAccess
+// allows, and that keeps its bytes across cuMemUnmap and a new cuMemMap.
+// Unbacked (0, the default): nothing is touched and every mapped byte stays
+// PROT_NONE, so traces of any size replay.
+void fake_cuda_set_vmm_backed(int backed);
+// Address space reserved now (cuMemAddressReserve, not yet freed).
+size_t fake_cuda_vmm_reserved_bytes(void);
+// Bytes mapped now of handles created on `device`.
+size_t fake_cuda_vmm_mapped_bytes(int device);
+// Handles created on `device` that still hold memory (not both released and
+// unmapped everywhere), and their bytes (what counts against the budget).
+int fake_cuda_vmm_live_handles(int device);
+size_t fake_cuda_vmm_physical_bytes(int device);
 
 #ifdef __cplusplus
 }  // extern "C"

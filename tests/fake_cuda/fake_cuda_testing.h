@@ -28,6 +28,13 @@ struct FakeCuda {
   size_t (*bytes_in_use)(int);
   long (*call_count)(const char*);
   int (*context_depth)();
+  void (*set_vmm_granularity)(size_t);
+  void (*set_vmm_supported)(int, int);
+  void (*set_vmm_backed)(int);
+  size_t (*vmm_reserved_bytes)();
+  size_t (*vmm_mapped_bytes)(int);
+  int (*vmm_live_handles)(int);
+  size_t (*vmm_physical_bytes)(int);
 };
 
 // A driver function by its exported name ("cuStreamCreate",
@@ -67,6 +74,13 @@ inline const FakeCuda* GetFake() {
     BFC_FAKE_SYM(bytes_in_use, "fake_cuda_bytes_in_use");
     BFC_FAKE_SYM(call_count, "fake_cuda_call_count");
     BFC_FAKE_SYM(context_depth, "fake_cuda_context_depth");
+    BFC_FAKE_SYM(set_vmm_granularity, "fake_cuda_set_vmm_granularity");
+    BFC_FAKE_SYM(set_vmm_supported, "fake_cuda_set_vmm_supported");
+    BFC_FAKE_SYM(set_vmm_backed, "fake_cuda_set_vmm_backed");
+    BFC_FAKE_SYM(vmm_reserved_bytes, "fake_cuda_vmm_reserved_bytes");
+    BFC_FAKE_SYM(vmm_mapped_bytes, "fake_cuda_vmm_mapped_bytes");
+    BFC_FAKE_SYM(vmm_live_handles, "fake_cuda_vmm_live_handles");
+    BFC_FAKE_SYM(vmm_physical_bytes, "fake_cuda_vmm_physical_bytes");
 #undef BFC_FAKE_SYM
     return f;
   }();
