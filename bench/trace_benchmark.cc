@@ -94,7 +94,7 @@ void BM_TraceWarm(benchmark::State& state, const PhasedTrace* t) {
 
 int64_t SubAllocatorCalls(const Allocator& a) {
   const AllocatorStats s = *a.GetStats();
-  return s.num_extends + s.num_regions_released;
+  return s.num_extends + s.num_regions_released + s.num_partial_releases;
 }
 
 void BM_TracePresetCold(benchmark::State& state, const PhasedTrace* t,

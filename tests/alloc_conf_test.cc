@@ -80,7 +80,16 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
            Case{"backend:tpu",
                 "BFC_ALLOC_CONF: bad value \"tpu\" for backend "
                 "(accepted values: cuda (or native), host, virtual, "
-                "sim-cudamalloc)"},
+                "sim-cudamalloc, vmm)"},
+           Case{"expandable_segments:maybe",
+                "bad value \"maybe\" for expandable_segments (accepted "
+                "values: True or False"},
+           Case{"backend:cuda,expandable_segments:True",
+                "expandable_segments:True contradicts backend:cuda"},
+           Case{"expandable_segments:True,backend:host",
+                "expandable_segments:True contradicts backend:host"},
+           Case{"backend:vmm,expandable_segments:false",
+                "expandable_segments:False contradicts backend:vmm"},
            Case{"allow_growth:maybe",
                 "bad value \"maybe\" for allow_growth (accepted values: true, "
                 "false, 1, 0 (any case))"},
@@ -157,7 +166,6 @@ TEST(AllocConfTest, PyTorchKeysAreMappedOrIgnoredWithWhatToUseInstead) {
     const char* says;
   };
   for (const Case& c : {
-           Case{"expandable_segments:True", "preset:low_footprint"},
            Case{"roundup_power2_divisions:4", "no rounding option"},
            Case{"pinned_use_cuda_host_register:True",
                 "PyTorch's own pinned-memory allocator"},
@@ -187,6 +195,29 @@ TEST(AllocConfTest, PyTorchKeysAreMappedOrIgnoredWithWhatToUseInstead) {
 }
 
 // A key nobody takes is said and skipped; a typo names the key it is near.
+// PyTorch's expandable segments are bfc's vmm backend.
+TEST(AllocConfTest, ExpandableSegmentsIsTheVmmBackend) {
+  for (const char* text :
+       {"backend:vmm", "expandable_segments:True", "expandable_segments:true",
+        "expandable_segments:1", "backend:vmm,expandable_segments:True",
+        "expandable_segments:True,backend:vmm"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<AllocConf> conf = ParseAllocConf(text);
+    ASSERT_TRUE(conf.ok()) << conf.status();
+    EXPECT_EQ(conf->backend, Backend::kVmm);
+    EXPECT_TRUE(conf->ignored.empty());
+  }
+  for (const char* text : {"expandable_segments:False", "expandable_segments:0",
+                           "backend:host,expandable_segments:false"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<AllocConf> conf = ParseAllocConf(text);
+    ASSERT_TRUE(conf.ok()) << conf.status();
+    EXPECT_NE(conf->backend, Backend::kVmm);
+    EXPECT_TRUE(conf->ignored.empty());
+  }
+  EXPECT_STREQ(BackendName(Backend::kVmm), "vmm");
+}
+
 TEST(AllocConfTest, UnknownKeysAreIgnoredWithTheNearestKey) {
   absl::StatusOr<AllocConf> conf =
       ParseAllocConf("memory_limt:8GiB,colour:red,alow_growth:false");

@@ -63,6 +63,7 @@ TEST(AllocatorOptionsTest, TableListsEveryFieldOnceWithADoc) {
                                    "max_split_bytes",
                                    "pool_release_threshold",
                                    "extend_by_missing_tail",
+                                   "release_partial_regions",
                                    "reuse_follow_dependencies",
                                    "reuse_allow_opportunistic",
                                    "reuse_allow_internal_dependencies"}));

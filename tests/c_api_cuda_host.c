@@ -277,6 +277,41 @@ int main(int argc, char** argv) {
       torch_free(y2, 8 << 20, 0, streams[2]);
       for (int i = 0; i < 8; ++i) torch_free(z[i], 8 << 20, 0, streams[2]);
     }
+
+    /* 4. backend:vmm (expandable segments, also spelled
+     * expandable_segments:True): one region grows by mapped pages; with
+     * release_partial_regions empty_cache unmaps the free pages inside it,
+     * without it only whole free regions go. [1 MiB][9 MiB][2 MiB], the
+     * middle freed: 4 of its pages go back (the first MiB shares a page). */
+    const char* vmm_confs[3] = {
+        "backend:vmm,memory_fraction:0.5,preset:low_footprint",
+        "expandable_segments:True,memory_fraction:0.5,preset:low_footprint",
+        "backend:vmm,memory_fraction:0.5,preset:low_footprint,"
+        "release_partial_regions:false"};
+    long long vmm_pool[3] = {0, 0, 0};
+    for (int k = 0; k < 3; ++k) {
+      setenv("BFC_ALLOC_CONF", vmm_confs[k], 1);
+      reset();
+      void* a1 = torch_malloc(1 << 20, 0, NULL);
+      void* b1 = torch_malloc(9 << 20, 0, NULL);
+      void* c1 = torch_malloc(2 << 20, 0, NULL);
+      CHECK(a1 != NULL && b1 != NULL && c1 != NULL, "vmm %d: %s", k,
+            last_error());
+      CHECK((char*)b1 == (char*)a1 + (1 << 20) &&
+                (char*)c1 == (char*)b1 + (9 << 20),
+            "vmm %d: regions are not contiguous: %p %p %p", k, a1, b1, c1);
+      torch_free(b1, 9 << 20, 0, NULL);
+      empty_cache_all();
+      CHECK(get_stats(0, &st) == 0, "stats");
+      vmm_pool[k] = (long long)st.pool_bytes;
+      torch_free(a1, 1 << 20, 0, NULL);
+      torch_free(c1, 2 << 20, 0, NULL);
+      empty_cache_all();
+    }
+    CHECK(vmm_pool[0] == (4 << 20) && vmm_pool[1] == (4 << 20) &&
+              vmm_pool[2] == (12 << 20),
+          "vmm pools after empty_cache %lld %lld %lld", vmm_pool[0],
+          vmm_pool[1], vmm_pool[2]);
     setenv("BFC_ALLOC_CONF", "backend:cuda,memory_fraction:0.5", 1);
   }
 

@@ -66,6 +66,7 @@
 #include "tool_io.h"
 #if defined(BFC_HAVE_CUDA)
 #include "bfc/cuda_sub_allocator.h"
+#include "bfc/cuda_vmm_sub_allocator.h"
 #endif
 
 namespace {
@@ -206,10 +207,13 @@ void DeclareFlags(CLI::App& app, Flags* f) {
                  "Where regions come from: virtual (reserved address space, "
                  "no memory touched, coalescing), sim-cudamalloc (the same, "
                  "but regions never adjacent, as cudaMalloc's), host "
-                 "(malloc), cuda (GPU 0; exit status 2 without one). "
-                 "Default: virtual")
+                 "(malloc), cuda (GPU 0; exit status 2 without one), vmm "
+                 "(GPU 0's virtual memory: pages mapped into one growing "
+                 "range; runs on the fake driver given by "
+                 "BFC_CUDA_DRIVER_LIBRARY). Default: virtual")
       ->type_name("NAME")
-      ->check(CLI::IsMember({"host", "virtual", "sim-cudamalloc", "cuda"}))
+      ->check(
+          CLI::IsMember({"host", "virtual", "sim-cudamalloc", "cuda", "vmm"}))
       ->group(kGroupAllocator);
   app.add_option(
          "--memory-limit", f->memory_limit,
@@ -394,6 +398,7 @@ Backend BackendFromFlag(absl::string_view name) {
   if (name == "host") return Backend::kHost;
   if (name == "cuda") return Backend::kCuda;
   if (name == "sim-cudamalloc") return Backend::kSimCudaMalloc;
+  if (name == "vmm") return Backend::kVmm;
   return Backend::kVirtual;
 }
 
@@ -438,10 +443,12 @@ absl::Status BuildConfig(const Flags& flags, Config* config) {
         total = kDefaultMemoryLimit;
         break;
       case Backend::kCuda:
+      case Backend::kVmm:
         return absl::InvalidArgumentError(absl::StrFormat(
-            "memory_fraction (from %s) with the cuda backend is not "
+            "memory_fraction (from %s) with the %s backend is not "
             "supported by %s; give memory_limit or --memory-limit",
-            config->memory_from, kToolName));
+            config->memory_from, bfc::c_api::BackendName(config->backend),
+            kToolName));
     }
     config->memory_limit =
         static_cast<uint64_t>(*config->memory_fraction * total);
@@ -500,6 +507,26 @@ std::unique_ptr<bfc::SubAllocator> MakeSubAllocator(const Config& config,
         return nullptr;
       }
       return std::make_unique<bfc::CudaDeviceSubAllocator>(0);
+#else
+      *error = "no CUDA device: this bfc-replay was built without CUDA";
+      return nullptr;
+#endif
+    }
+    case Backend::kVmm: {
+#if defined(BFC_HAVE_CUDA)
+      std::string why;
+      if (bfc::CudaDeviceCount(&why) == 0) {
+        *error = "no CUDA device: " +
+                 (why.empty() ? std::string("none visible") : why);
+        return nullptr;
+      }
+      // Twice the limit of address space: holes are reused, so the range
+      // only has to absorb fragmentation (Availability() reports a refusal).
+      bfc::CudaVmmSubAllocator::Options o;
+      o.address_bytes = config.memory_limit <= (uint64_t{1} << 46)
+                            ? 2 * config.memory_limit
+                            : uint64_t{1} << 47;
+      return std::make_unique<bfc::CudaVmmSubAllocator>(0, o);
 #else
       *error = "no CUDA device: this bfc-replay was built without CUDA";
       return nullptr;
@@ -610,11 +637,35 @@ nlohmann::ordered_json PhaseJson(const bfc::tools::PhaseProfile& p) {
   return j;
 }
 
+// The VMM backend's driver calls, or nullptr for another backend.
+nlohmann::ordered_json VmmJson(const bfc::SubAllocator* sub) {
+#if defined(BFC_HAVE_CUDA)
+  const auto* vmm = dynamic_cast<const bfc::CudaVmmSubAllocator*>(sub);
+  if (vmm == nullptr) return nullptr;
+  const bfc::CudaVmmSubAllocator::Counters c = vmm->counters();
+  nlohmann::ordered_json j;
+  j["page_bytes"] = c.page_bytes;
+  j["va_reserved_bytes"] = c.reserved_bytes;
+  j["pages_mapped"] = c.maps;
+  j["pages_unmapped"] = c.unmaps;
+  j["set_access_calls"] = c.set_access;
+  j["synchronizes"] = c.synchronizes;
+  j["peak_mapped_bytes"] = c.peak_mapped_bytes;
+  j["mapped_bytes_at_end"] = c.mapped_bytes;
+  j["failed_allocs"] = c.failed_allocs;
+  return j;
+#else
+  (void)sub;
+  return nullptr;
+#endif
+}
+
 std::string SummaryJson(const Config& config, const std::string& path,
                         bool bundled, const bfc::CompiledTrace& trace,
                         const bfc::ReplaySummary& s,
                         const bfc::tools::TracePhases* phases,
-                        const bfc::tools::ReplayProfile* profile) {
+                        const bfc::tools::ReplayProfile* profile,
+                        const nlohmann::ordered_json& vmm) {
   nlohmann::ordered_json j;
   j["format"] = "bfc-replay-summary";
   j["trace"] = s.trace_name;
@@ -651,6 +702,7 @@ std::string SummaryJson(const Config& config, const std::string& path,
                     {"bytes_pending_at_end", t.bytes_pending}};
   }
   j["backend"] = bfc::c_api::BackendName(config.backend);
+  if (!vmm.is_null()) j["vmm"] = vmm;
   j["memory_limit"] = config.memory_limit;
   nlohmann::ordered_json options = nlohmann::ordered_json::object();
   for (const bfc::OptionField& f : bfc::AllocatorOptionFields()) {
@@ -1451,6 +1503,7 @@ int Main(int argc, char** argv) {
   // a report the events are not needed any more.
   if (!report) trace = bfc::Trace();
 
+  const bfc::SubAllocator* sub_ptr = sub.get();
   bfc::Allocator allocator(std::move(sub), config.memory_limit, kToolName,
                            config.options);
   bfc::ReplayOptions replay_options;
@@ -1519,7 +1572,8 @@ int Main(int argc, char** argv) {
         WriteOutput(flags, flags.summary_json_path,
                     SummaryJson(config, path, bundled, *compiled, *summary,
                                 phases.has_value() ? &*phases : nullptr,
-                                profile.has_value() ? &*profile : nullptr),
+                                profile.has_value() ? &*profile : nullptr,
+                                VmmJson(sub_ptr)),
                     "the summary");
   }
   if (!written) return kExitBadInput;

@@ -208,7 +208,7 @@ absl::StatusOr<ReplayProfile> ProfileReplay(const CompiledTrace& trace,
     Counters c;
     if (std::optional<AllocatorStats> s = allocator.GetStats()) {
       c.allocs = s->num_extends;
-      c.frees = s->num_regions_released;
+      c.frees = s->num_regions_released + s->num_partial_releases;
       c.pool = s->pool_bytes.value_or(0);
     }
     return c;

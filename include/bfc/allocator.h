@@ -257,6 +257,15 @@ class Allocator {
   // counted here; see sub_allocator_failures()).
   size_t ReleaseFreeRegions();
 
+  // Gives free memory back until at least `bytes` have gone or nothing more
+  // can: fully free regions first, then -- over a sub-allocator that frees
+  // parts of blocks (SubAllocator::PartialFreeBytes: CudaVmmSubAllocator's
+  // pages) -- the whole pages inside free chunks, largest chunks first, each
+  // splitting its chunk and its region around the hole. Memory whose stream
+  // work is pending is not given back (as ReleaseFreeRegions). Wakes
+  // allocations waiting to retry. Returns the bytes released.
+  size_t ReleaseFreeMemory(size_t bytes = std::numeric_limits<size_t>::max());
+
   // What the sub-allocator's user code did wrong (never reset).
   struct SubAllocatorFailures {
     int64_t alloc_exceptions = 0;  // Alloc calls that threw
@@ -432,6 +441,20 @@ class Allocator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // ReleaseFreeRegions' body: bytes given back.
   size_t ReleaseFreeRegionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ReleaseFreeMemory's body.
+  size_t ReleaseFreeMemoryLocked(size_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // With partial_free_bytes_ > 0: gives back the page-aligned interiors of
+  // free chunks, largest first, until at least `bytes` have gone. Returns
+  // the bytes released.
+  size_t ReleaseFreeInteriors(size_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Gives back the whole pages inside free chunk `h` (binned, fence
+  // complete, in a pooled region): what is left before and after them stays
+  // as free chunks ending and starting the two regions the hole leaves.
+  // Returns the bytes released (0: no whole page, or not eligible).
+  size_t ReleaseChunkInterior(ChunkHandle h)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // --- Chunks and bins -----------------------------------------------------
   // Cuts chunk `h` after `num_bytes`; returns the new (free, unbinned)
@@ -734,6 +757,10 @@ class Allocator {
   const Options opts_;
   const size_t memory_limit_;
   const bool coalesce_regions_;
+  // SubAllocator::PartialFreeBytes() (0: whole blocks only) and
+  // ReservedAddressBytes(), asked once.
+  const size_t partial_free_bytes_;
+  const size_t va_reserved_bytes_;
   const int64_t max_internal_fragmentation_bytes_;
   // Requests of at least this many (rounded) bytes take the dedicated path;
   // SIZE_MAX when huge_allocation_bytes is 0.

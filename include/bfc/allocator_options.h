@@ -116,6 +116,10 @@ enum class GrowthPolicy {
     "With a coalescing sub-allocator, grow by what the free tail of the "     \
     "newest region lacks rather than by the whole request (PyTorch's "        \
     "expandable segments)")                                                   \
+  X(bool, release_partial_regions, false, kBool, "",                          \
+    "Over a sub-allocator that frees parts of regions (backend vmm), the "    \
+    "releases above and the out-of-memory path also give back the whole "     \
+    "pages inside free chunks (PyTorch's expandable segments)")               \
   X(bool, reuse_follow_dependencies, true, kBool, "",                         \
     "A stream may reuse memory freed on another stream it is known to wait "  \
     "for (CUDA: cudaMemPoolReuseFollowEventDependencies)")                    \

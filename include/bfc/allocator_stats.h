@@ -62,6 +62,12 @@ namespace bfc {
     "regions obtained from the sub-allocator (never reset)")                  \
   X(int64_t, num_regions_released, "RegionsReleased",                         \
     "regions given back: GC, ReleaseFreeRegions (never reset)")               \
+  X(int64_t, num_partial_releases, "PartialReleases",                         \
+    "page-aligned interiors of free chunks given back (ReleaseFreeMemory, "   \
+    "release_partial_regions; never reset)")                                  \
+  X(std::optional<int64_t>, va_reserved_bytes, "VaReserved",                  \
+    "address space the sub-allocator holds (a VMM reservation); unset "       \
+    "when it reserves none")                                                  \
   X(int64_t, num_sub_allocator_rejects, "SubAllocRejects",                    \
     "sub-allocator memory refused: misaligned, short (never reset)")          \
   X(int64_t, num_retries, "Retries",                                          \

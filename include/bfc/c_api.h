@@ -28,7 +28,9 @@
  *                               lists it), applied first so that keys given
  *                               beside it win
  *       backend                 cuda (default; also "native") | host | virtual
- *                               | sim-cudamalloc
+ *                               | sim-cudamalloc | vmm (CUDA virtual memory:
+ *                               one growing address range of 2 MiB pages,
+ *                               PyTorch's expandable segments)
  *       allow_growth            true | false            (default true)
  *       allow_retry_on_failure  true | false            (default true)
  *       garbage_collection      true | false            (default false)
@@ -49,6 +51,9 @@
  *       pool_release_threshold  a fraction of the limit in [0, 1], 0: off
  *                                                       (default 0)
  *       extend_by_missing_tail  true | false            (default false)
+ *       release_partial_regions true | false            (default false)
+ *                               backend:vmm: releases (empty_cache included)
+ *                               also unmap the free pages inside regions
  *       reuse_follow_dependencies true | false          (default true)
  *       reuse_allow_opportunistic true | false          (default true)
  *       reuse_allow_internal_dependencies true | false  (default true)
@@ -64,11 +69,12 @@
  *     PyTorch's own keys: max_split_size_mb:N (an integer above 20, as in
  *     PyTorch) sets max_split_bytes to N MiB; garbage_collection_threshold:F
  *     (in (0, 1)) sets pool_release_threshold; giving both spellings of one
- *     option is an error. expandable_segments, roundup_power2_divisions,
+ *     option is an error. expandable_segments:True is backend:vmm
+ *     (expandable_segments:False, PyTorch's default, changes nothing; either
+ *     contradicting a backend key is an error). roundup_power2_divisions,
  *     pinned_* and release_lock_on_cudamalloc have no bfc meaning yet: each
- *     is ignored with what to use instead; expandable_segments:False
- *     (PyTorch's default) changes nothing; backend:native is backend:cuda, and so is
- *     backend:cudaMallocAsync, with a message (bfc is the allocator once it
+ *     is ignored with what to use instead; backend:native is backend:cuda, and
+ * so is backend:cudaMallocAsync, with a message (bfc is the allocator once it
  *     is loaded, not CUDA's pool).
  *     memory_limit and memory_fraction exclude each other. Without either the
  *     limit is: cuda, the device's free memory when its allocator is created
@@ -193,9 +199,10 @@ BFC_C_API void bfc_free(void* ptr, size_t size, int device,
  * hand out, or a device never used (see bfc_last_error()). A no-op on
  * backends that are not stream-ordered. */
 BFC_C_API int bfc_record_stream(void* ptr, int device, bfc_stream_t stream);
-/* Releases the free regions of every device created so far; the signature of
- * PyTorch's (C++) CUDAPluggableAllocator::set_reset_fn, which empty_cache()
- * calls. */
+/* Releases the free regions of every device created so far (and, with
+ * release_partial_regions over backend:vmm, the free pages inside the
+ * others); the signature of PyTorch's (C++)
+ * CUDAPluggableAllocator::set_reset_fn, which empty_cache() calls. */
 BFC_C_API void bfc_empty_cache_all(void);
 
 /* --- CuPy: CFunctionAllocator ------------------------------------------- */
@@ -209,9 +216,10 @@ BFC_C_API void bfc_cupy_free(void* param, void* ptr, int device);
 /* --- Introspection and control ------------------------------------------ */
 
 /* Gives the device's fully free regions back to the backend (PyTorch's
- * empty_cache). Returns the bytes released; 0 when none, or on failure (bad
- * device, allocator not usable; see bfc_last_error()). A device not used yet
- * releases 0 without creating its allocator. */
+ * empty_cache); with release_partial_regions over backend:vmm, also the free
+ * pages inside the other regions. Returns the bytes released; 0 when none, or
+ * on failure (bad device, allocator not usable; see bfc_last_error()). A device
+ * not used yet releases 0 without creating its allocator. */
 BFC_C_API size_t bfc_empty_cache(int device);
 /* Fills *out with the device's stats. Returns 0, or -1 (out untouched) for a
  * NULL `out`, a bad device, or an allocator that cannot be created. Creates

@@ -8,6 +8,7 @@
 //
 //   HostSubAllocator        pageable host memory            kHostPageable
 //   VirtualSubAllocator     reserved, never-touched range   kUnknown
+//   CudaVmmSubAllocator     pages mapped into one range     kDevice
 //   (simulation) CudaDeviceSubAllocator  cudaMalloc / cudaFree kDevice
 //   CudaPinnedSubAllocator  cudaHostAlloc / cudaFreeHost    kHostPinned
 //
@@ -22,6 +23,8 @@
 //   * Visitors run after every successful Alloc and before every Free; free
 //     visitors run in reverse registration order.
 //   * `Availability()` says whether Alloc can succeed at all (see below).
+//   * With `PartialFreeBytes()` = p > 0, `Free` also receives p-aligned parts
+//     of such blocks (see there).
 //
 // Exceptions from user code (the library is noexcept at its boundary; an
 // exception from code below it becomes a failure with a message):
@@ -52,6 +55,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -84,6 +88,25 @@ class SubAllocator {
   // True when memory from successive Alloc calls may be contiguous and may be
   // merged (and then freed as one range).
   virtual bool SupportsCoalescing() const = 0;
+
+  // When nonzero, `Free` also takes any part of what `Alloc` returned whose
+  // start and size are multiples of this many bytes (pages with a handle
+  // each: CudaVmmSubAllocator), so an allocator can give back the interior
+  // of a free chunk and keep the rest of its region. 0 (the default): whole
+  // blocks (or, when coalescing, whole unions of blocks) only.
+  virtual size_t PartialFreeBytes() const;
+
+  // Checks what this sub-allocator has handed out against `regions`, the
+  // [start, end) ranges its allocator holds (sorted, disjoint), when one
+  // allocator owns it: OK, or the first disagreement. Allocator::Validate
+  // calls it. Default: OK (most cannot tell). CudaVmmSubAllocator: every
+  // mapped page lies in exactly one region and every region is mapped.
+  virtual absl::Status CheckHeldRegions(
+      const std::vector<std::pair<uintptr_t, uintptr_t>>& regions) const;
+
+  // Address space held beyond what is handed out (a VMM reservation); 0 by
+  // default. Reported beside the pool's bytes as va_reserved_bytes.
+  virtual size_t ReservedAddressBytes() const;
 
   virtual MemoryType GetMemoryType() const;
 

@@ -36,10 +36,6 @@ struct PyTorchKey {
   const char* instead;
 };
 constexpr PyTorchKey kPyTorchKeys[] = {
-    {"expandable_segments",
-     "bfc has no expandable (VMM) backend yet; for a pool close to what is "
-     "live use preset:low_footprint (exact regions, free regions given back "
-     "before growing); False is accepted"},
     {"roundup_power2_divisions",
      "bfc rounds requests as TF does (256-byte units, bins by powers of "
      "two); there is no rounding option"},
@@ -121,6 +117,13 @@ absl::Status BadValue(absl::string_view key, absl::string_view value,
                       kAllocConfEnvVar, value, key, accepted));
 }
 
+absl::Status ExpandableConflict(absl::string_view backend, bool expandable) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: expandable_segments:%s contradicts backend:%s (expandable "
+      "segments are backend:vmm; give one of them)",
+      kAllocConfEnvVar, expandable ? "True" : "False", backend));
+}
+
 }  // namespace
 
 const char* BackendName(Backend backend) {
@@ -133,6 +136,8 @@ const char* BackendName(Backend backend) {
       return "virtual";
     case Backend::kSimCudaMalloc:
       return "sim-cudamalloc";
+    case Backend::kVmm:
+      return "vmm";
   }
   return "?";
 }
@@ -164,6 +169,8 @@ std::string AllocConfKeys() {
 absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
   AllocConf conf;
   std::vector<std::string> seen;
+  // expandable_segments' value, when given: it must agree with `backend`.
+  std::optional<bool> expandable;
   // A preset is a bundle of option keys: applied first, wherever it stands,
   // so that the keys given beside it override its values.
   for (absl::string_view entry : absl::StrSplit(text, ',')) {
@@ -228,6 +235,8 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
         conf.backend = Backend::kVirtual;
       } else if (value == "sim-cudamalloc") {
         conf.backend = Backend::kSimCudaMalloc;
+      } else if (value == "vmm") {
+        conf.backend = Backend::kVmm;
       } else if (value == "cudaMallocAsync") {
         // Device memory is what the user asked for; whose pool serves it is
         // decided by loading bfc.
@@ -239,8 +248,28 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
             kAllocConfEnvVar));
       } else {
         return BadValue(key, value,
-                        "cuda (or native), host, virtual, sim-cudamalloc");
+                        "cuda (or native), host, virtual, sim-cudamalloc, "
+                        "vmm");
       }
+      if (expandable.has_value() &&
+          *expandable != (conf.backend == Backend::kVmm)) {
+        return ExpandableConflict(value, *expandable);
+      }
+    } else if (key == "expandable_segments") {
+      // PyTorch's spelling of backend:vmm (any case, as PyTorch reads it).
+      if (absl::EqualsIgnoreCase(value, "true") || value == "1") {
+        expandable = true;
+      } else if (absl::EqualsIgnoreCase(value, "false") || value == "0") {
+        expandable = false;
+      } else {
+        return BadValue(key, value, "True or False (PyTorch's spelling)");
+      }
+      const bool backend_given =
+          std::find(seen.begin(), seen.end(), "backend") != seen.end();
+      if (backend_given && *expandable != (conf.backend == Backend::kVmm)) {
+        return ExpandableConflict(BackendName(conf.backend), *expandable);
+      }
+      if (*expandable) conf.backend = Backend::kVmm;
     } else if (key == "memory_limit") {
       absl::StatusOr<uint64_t> bytes = ParseByteSize(value);
       if (!bytes.ok() || *bytes == 0) {
@@ -279,11 +308,6 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       conf.options.pool_release_threshold = d;
       conf.keys.back() = "pool_release_threshold";
     } else if (const PyTorchKey* pt = FindPyTorchKey(key)) {
-      // PyTorch's default, which changes nothing.
-      if (key == "expandable_segments" &&
-          (absl::EqualsIgnoreCase(value, "false") || value == "0")) {
-        continue;
-      }
       conf.ignored.push_back(absl::StrFormat(
           "%s: %s is a PyTorch allocator setting that bfc does not take: %s",
           kAllocConfEnvVar, key, pt->instead));

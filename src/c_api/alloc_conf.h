@@ -6,14 +6,16 @@
 //
 //   key:value[,key:value...]     spaces around keys and values are ignored
 //
-// Keys: `backend` (cuda | host | virtual), `memory_limit` (a byte size,
-// bfc/units.h, > 0) or `memory_fraction` (a number in (0, 1], of the device's
-// total memory), and every option of the table in bfc/allocator_options.h by
-// its name, with that option's value grammar. A key given twice, an unknown
-// key, a bad value, or both memory_limit and memory_fraction is
-// InvalidArgument naming the key, the value and what is accepted; the caller
-// then fails every allocation with that message rather than run with a
-// configuration the user did not ask for (a limit it would not keep).
+// Keys: `backend` (cuda | host | virtual | sim-cudamalloc | vmm;
+// `expandable_segments:True`, PyTorch's spelling, is backend:vmm),
+// `memory_limit` (a byte size, bfc/units.h, > 0) or `memory_fraction` (a number
+// in (0, 1], of the device's total memory), and every option of the table in
+// bfc/allocator_options.h by its name, with that option's value grammar. A key
+// given twice, an unknown key, a bad value, or both memory_limit and
+// memory_fraction is InvalidArgument naming the key, the value and what is
+// accepted; the caller then fails every allocation with that message rather
+// than run with a configuration the user did not ask for (a limit it would not
+// keep).
 //
 // A key bfc does not know -- a typo, or a PyTorch setting without a bfc
 // meaning (max_split_size_mb, ...) -- is not a reason to fail every
@@ -42,8 +44,9 @@ inline constexpr char kAllocConfEnvVar[] = "BFC_ALLOC_CONF";
 
 // kSimCudaMalloc: the virtual backend's reserved address space handed out as
 // cudaMalloc does, in regions that never touch, so none ever merge.
-enum class Backend { kCuda, kHost, kVirtual, kSimCudaMalloc };
-// "cuda", "host", "virtual", "sim-cudamalloc".
+// kVmm: CudaVmmSubAllocator, expandable regions on CUDA virtual memory.
+enum class Backend { kCuda, kHost, kVirtual, kSimCudaMalloc, kVmm };
+// "cuda", "host", "virtual", "sim-cudamalloc", "vmm".
 const char* BackendName(Backend backend);
 
 // The address-space backends over `limit` bytes: kVirtual hands out adjacent

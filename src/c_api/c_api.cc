@@ -53,6 +53,7 @@
 #ifdef BFC_HAVE_CUDA
 #include "bfc/cuda_stream_ops.h"
 #include "bfc/cuda_sub_allocator.h"
+#include "bfc/cuda_vmm_sub_allocator.h"
 #endif
 
 #ifndef BFC_VERSION_STRING
@@ -119,37 +120,52 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
       sub = std::move(virt);
       break;
     }
-    case Backend::kCuda: {
+    case Backend::kCuda:
+    case Backend::kVmm: {
 #ifdef BFC_HAVE_CUDA
+      const char* backend = BackendName(config.backend);
       std::string error;
       const int count = CudaDeviceCount(&error);
       if (count == 0) {
         return absl::UnavailableError(absl::StrFormat(
-            "backend cuda: no usable CUDA device (%s); to run without a GPU "
+            "backend %s: no usable CUDA device (%s); to run without a GPU "
             "set %s=backend:host or backend:virtual",
-            error.empty() ? "the runtime reports 0 devices" : error, kEnvVar));
+            backend, error.empty() ? "the runtime reports 0 devices" : error,
+            kEnvVar));
       }
       if (device >= count) {
         return absl::InvalidArgumentError(
-            absl::StrFormat("backend cuda: device %d does not exist (%d CUDA "
+            absl::StrFormat("backend %s: device %d does not exist (%d CUDA "
                             "device(s) visible)",
-                            device, count));
+                            backend, device, count));
       }
       size_t free_bytes = 0, total_bytes = 0;
       absl::Status s = CudaMemGetInfo(device, &free_bytes, &total_bytes);
       if (!s.ok()) {
         return absl::UnavailableError(
-            absl::StrCat("backend cuda: ", s.message()));
+            absl::StrCat("backend ", backend, ": ", s.message()));
       }
       limit = Limit(config, total_bytes, free_bytes);
-      sub = std::make_unique<CudaDeviceSubAllocator>(device);
+      if (config.backend == Backend::kCuda) {
+        sub = std::make_unique<CudaDeviceSubAllocator>(device);
+        break;
+      }
+      // One address range per device, reserved now: its absence is said
+      // once, here, not at every allocation.
+      auto vmm = std::make_unique<CudaVmmSubAllocator>(device);
+      if (absl::Status a = vmm->Availability(); !a.ok()) {
+        return absl::UnavailableError(absl::StrFormat(
+            "backend vmm: %s; set %s=backend:cuda for cudaMalloc'ed regions",
+            a.message(), kEnvVar));
+      }
+      sub = std::move(vmm);
       break;
 #else
       return absl::UnavailableError(absl::StrFormat(
-          "backend cuda: this libbfc_alloc was built without CUDA; set "
+          "backend %s: this libbfc_alloc was built without CUDA; set "
           "%s=backend:host or backend:virtual, or rebuild with the CUDA "
           "toolkit",
-          kEnvVar));
+          BackendName(config.backend), kEnvVar));
 #endif
     }
   }
@@ -161,7 +177,7 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
   auto allocator =
       std::make_unique<Allocator>(std::move(sub), limit, name, config.options);
 #ifdef BFC_HAVE_CUDA
-  if (config.backend == Backend::kCuda) {
+  if (config.backend == Backend::kCuda || config.backend == Backend::kVmm) {
     // Stream-ordered reuse: the streams PyTorch and CuPy pass are honoured.
     absl::StatusOr<std::unique_ptr<CudaStreamOps>> ops =
         CudaStreamOps::Create(device);
@@ -174,6 +190,14 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
   }
 #endif
   return allocator;
+}
+
+// empty_cache: the fully free regions, and with release_partial_regions
+// (backend:vmm) the free pages inside the others, as PyTorch's empty_cache
+// unmaps the free pages of expandable segments.
+size_t EmptyCache(Allocator* a) {
+  return a->options().release_partial_regions ? a->ReleaseFreeMemory()
+                                              : a->ReleaseFreeRegions();
 }
 
 // --- process state -----------------------------------------------------------
@@ -523,9 +547,7 @@ void bfc_cupy_free(void* /*param*/, void* ptr, int device) {
 
 void bfc_empty_cache_all(void) {
   bfc::Guarded<int>("bfc_empty_cache_all", 0, [&] {
-    for (bfc::Allocator* a : bfc::Registry::Get().All()) {
-      a->ReleaseFreeRegions();
-    }
+    for (bfc::Allocator* a : bfc::Registry::Get().All()) bfc::EmptyCache(a);
     return 0;
   });
 }
@@ -542,7 +564,7 @@ size_t bfc_empty_cache(int device) {
       }
       return 0;
     }
-    return a->ReleaseFreeRegions();
+    return bfc::EmptyCache(a);
   });
 }
 

@@ -102,6 +102,42 @@ bool SupportsCoalescingNoThrow(const SubAllocator* sub,
   return result;
 }
 
+// SubAllocator::PartialFreeBytes, 0 when it throws or is not a power of two
+// (page arithmetic needs one).
+size_t PartialFreeBytesNoThrow(const SubAllocator* sub,
+                               const std::string& name) {
+  if (sub == nullptr) return 0;
+  size_t result = 0;
+  std::string what;
+  if (!CallUserCode([&] { result = sub->PartialFreeBytes(); }, &what)) {
+    Log(LogSeverity::kError,
+        absl::StrCat("Allocator '", name,
+                     "': SubAllocator::PartialFreeBytes threw (", what,
+                     "); only whole regions will be given back"));
+    return 0;
+  }
+  if (result != 0 &&
+      (!internal::IsPowerOfTwo(result) || result < kMinAllocationSize)) {
+    Log(LogSeverity::kError,
+        absl::StrFormat("Allocator '%s': SubAllocator::PartialFreeBytes() = "
+                        "%d is not a power of two >= %d; only whole regions "
+                        "will be given back",
+                        name, result, kMinAllocationSize));
+    return 0;
+  }
+  return result;
+}
+
+size_t ReservedAddressBytesNoThrow(const SubAllocator* sub) {
+  if (sub == nullptr) return 0;
+  size_t result = 0;
+  std::string what;
+  if (!CallUserCode([&] { result = sub->ReservedAddressBytes(); }, &what)) {
+    return 0;
+  }
+  return result;
+}
+
 // pool_release_threshold x limit, saturating; SIZE_MAX when off (or NaN,
 // which ValidateAllocatorOptions refuses before an allocator is built).
 size_t PoolReleaseTarget(double fraction, size_t limit) {
@@ -128,6 +164,8 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
       opts_(options),
       memory_limit_(total_memory),
       coalesce_regions_(SupportsCoalescingNoThrow(sub_allocator_.get(), name_)),
+      partial_free_bytes_(PartialFreeBytesNoThrow(sub_allocator_.get(), name_)),
+      va_reserved_bytes_(ReservedAddressBytesNoThrow(sub_allocator_.get())),
       max_internal_fragmentation_bytes_(MaxInternalFragmentation(
           options.fragmentation_fraction, total_memory)),
       huge_threshold_(options.huge_allocation_bytes == 0 ||
@@ -167,6 +205,11 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
       total_memory, static_cast<size_t>(std::numeric_limits<int64_t>::max())));
   stats_.pool_bytes = 0;
   stats_.peak_pool_bytes = 0;
+  if (va_reserved_bytes_ > 0) {
+    stats_.va_reserved_bytes = static_cast<int64_t>(std::min<size_t>(
+        va_reserved_bytes_,
+        static_cast<size_t>(std::numeric_limits<int64_t>::max())));
+  }
   if (sub_allocator_ == nullptr) {
     Log(LogSeverity::kError,
         absl::StrCat("Allocator '", name_,
@@ -548,6 +591,13 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     }
     if (target != std::numeric_limits<size_t>::max()) {
       ReleaseFreeRegionsAbove(rounded, target);
+      // Then the pages inside free chunks, where the sub-allocator can
+      // free parts of regions: none of those chunks fits this request.
+      const size_t room = rounded <= target ? target - rounded : 0;
+      if (opts_.release_partial_regions && partial_free_bytes_ > 0 &&
+          total_region_allocated_bytes_ > room) {
+        (void)ReleaseFreeInteriors(total_region_allocated_bytes_ - room);
+      }
     }
     // A chunk of any size may serve the request once the pool has grown for
     // it: a new region larger than max_split_bytes is the request's own.
@@ -1262,6 +1312,12 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
 // --- Out of memory -----------------------------------------------------------
 
 bool Allocator::DeallocateFreeRegions(size_t rounded_bytes) {
+  if (opts_.release_partial_regions && partial_free_bytes_ > 0) {
+    // Pages inside free chunks count too: give back everything free, so
+    // the sub-allocator has room for the new region (it maps into the
+    // holes, where it joins what was left around them).
+    return ReleaseFreeMemoryLocked(std::numeric_limits<size_t>::max()) > 0;
+  }
   if (!opts_.garbage_collection) return false;
   if (ABSL_PREDICT_FALSE(multi_stream_)) {
     // Regions split by merges a fence deferred are whole again once every
@@ -1352,6 +1408,142 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
   if (!to_release.empty()) WakeWaiters();
   MaybeValidate("ReleaseFreeRegions");
   return released;
+}
+
+size_t Allocator::ReleaseFreeMemory(size_t bytes) {
+  internal::MutexLock lock(&mutex_);
+  return ReleaseFreeMemoryLocked(bytes);
+}
+
+size_t Allocator::ReleaseFreeMemoryLocked(size_t bytes) {
+  if (ABSL_PREDICT_FALSE(multi_stream_)) {
+    (void)SynchronizeAllStreams();
+    MergeDeferred();
+  }
+  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) MergeFullyFreeRegions();
+  std::vector<internal::AllocationRegion> whole;
+  for (const internal::AllocationRegion& r : region_manager_.regions()) {
+    const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
+    if (!c.in_use() && c.size == r.memory_size() && FenceComplete(c.fence)) {
+      whole.push_back(r);
+    }
+  }
+  size_t released = 0;
+  for (const internal::AllocationRegion& r : whole) {
+    if (released >= bytes) break;
+    if (ReleaseRegionLocked(r, /*binned=*/true)) released += r.memory_size();
+  }
+  if (released < bytes && partial_free_bytes_ > 0) {
+    released += ReleaseFreeInteriors(bytes - released);
+  }
+  if (released > 0) WakeWaiters();
+  MaybeValidate("ReleaseFreeMemory");
+  return released;
+}
+
+size_t Allocator::ReleaseFreeInteriors(size_t bytes) {
+  const size_t page = partial_free_bytes_;
+  if (page == 0 || bytes == 0) return 0;
+  // TF's timestamped frees keep per-chunk counts a split would have to
+  // share; that mode gives back whole regions only.
+  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) return 0;
+  struct Candidate {
+    size_t pages_bytes;
+    ChunkHandle h;
+  };
+  std::vector<Candidate> candidates;
+  for (const internal::Bin& bin : bins_) {
+    bin.ForEach([&](const internal::Bin::Entry& e) {
+      if (e.size < page) return;
+      const uintptr_t lo = internal::AlignUp(e.addr, page);
+      const uintptr_t hi = internal::AlignDown(e.addr + e.size, page);
+      if (hi > lo) candidates.push_back({hi - lo, e.handle});
+    });
+  }
+  // Largest first: the most memory per driver call (none of them fits the
+  // request that made us release, so size is no reason to keep one).
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& x, const Candidate& y) {
+              return x.pages_bytes != y.pages_bytes
+                         ? x.pages_bytes > y.pages_bytes
+                         : x.h < y.h;
+            });
+  size_t released = 0;
+  for (const Candidate& c : candidates) {
+    if (released >= bytes) break;
+    released += ReleaseChunkInterior(c.h);
+  }
+  return released;
+}
+
+size_t Allocator::ReleaseChunkInterior(ChunkHandle h) {
+  const size_t page = partial_free_bytes_;
+  const Chunk c = chunks_[h];  // a copy: h may go
+  if (page == 0 || c.in_use() || !FenceComplete(c.fence)) return 0;
+  const internal::AllocationRegion* found = region_manager_.RegionFor(c.ptr);
+  if (found == nullptr || found->dedicated()) return 0;
+  const internal::AllocationRegion region = *found;
+  const uintptr_t a = c.addr();
+  const uintptr_t end = c.end_addr();
+  const uintptr_t lo = internal::AlignUp(a, page);
+  const uintptr_t hi = internal::AlignDown(end, page);
+  if (lo < a || hi <= lo) return 0;
+  if (lo == region.addr() && hi == region.end_addr()) {
+    // The chunk is the whole region.
+    return ReleaseRegionLocked(region, /*binned=*/true) ? hi - lo : 0;
+  }
+  RemoveFreeChunkFromBin(h);
+  UnlinkFreeRegion(h);
+  // What stays before the hole is `h`, shortened; what stays after it is a
+  // new chunk. Either ends (or starts) its region now.
+  ChunkHandle head = kInvalidChunkHandle;
+  ChunkHandle tail = kInvalidChunkHandle;
+  if (lo > a) {
+    head = h;
+    chunks_[h].size = lo - a;
+    chunks_[h].next = kInvalidChunkHandle;
+  } else {
+    if (c.prev != kInvalidChunkHandle) {
+      chunks_[c.prev].next = kInvalidChunkHandle;
+    }
+    SetFence(h, 0);
+    DeleteChunk(h);
+  }
+  if (end > hi) {
+    tail = chunks_.Allocate();
+    Chunk& t = chunks_[tail];
+    t.ptr = reinterpret_cast<void*>(hi);
+    t.size = end - hi;
+    t.allocation_id = -1;
+    t.prev = kInvalidChunkHandle;
+    t.next = c.next;
+    region_manager_.set_handle(t.ptr, tail);
+    if (c.next != kInvalidChunkHandle) chunks_[c.next].prev = tail;
+  } else if (c.next != kInvalidChunkHandle) {
+    chunks_[c.next].prev = kInvalidChunkHandle;
+  }
+  const bool cut = region_manager_.CutOut(lo, hi);
+  BFC_DCHECK(cut);
+  (void)cut;
+  total_region_allocated_bytes_ -= hi - lo;
+  *stats_.pool_bytes -= static_cast<int64_t>(hi - lo);
+  if (history_ != nullptr) {
+    RecordEvent(MemoryEvent::Action::kRegionFree, lo, hi - lo, 0, -1);
+  }
+  if (FreeToSubAllocator(reinterpret_cast<void*>(lo), hi - lo,
+                         "partial release")) {
+    ++stats_.num_partial_releases;
+  }
+  for (ChunkHandle left : {head, tail}) {
+    if (left == kInvalidChunkHandle) continue;
+    InsertFreeChunkIntoBin(left);
+    if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
+        chunks_[left].prev == kInvalidChunkHandle &&
+        chunks_[left].next == kInvalidChunkHandle) {
+      LinkFreeRegion(left);
+    }
+  }
+  return hi - lo;
 }
 
 void Allocator::LinkFreeRegion(ChunkHandle h) {

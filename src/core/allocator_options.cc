@@ -152,7 +152,8 @@ absl::Span<const AllocatorPreset> AllocatorPresets() {
        "max_growth_step_bytes:0,min_growth_step_bytes:0,"
        "release_before_extend:false,huge_allocation_bytes:0,"
        "min_split_remainder_bytes:0,max_split_bytes:0,"
-       "pool_release_threshold:0,extend_by_missing_tail:false",
+       "pool_release_threshold:0,extend_by_missing_tail:false,"
+       "release_partial_regions:false",
        "TensorFlow's BFC: regions double from 2 MiB, TF's split rule (the "
        "default)"},
       {"low_footprint",
@@ -160,9 +161,11 @@ absl::Span<const AllocatorPreset> AllocatorPresets() {
        "max_growth_step_bytes:0,min_growth_step_bytes:2MiB,"
        "release_before_extend:true,huge_allocation_bytes:0,"
        "min_split_remainder_bytes:256,max_split_bytes:0,"
-       "pool_release_threshold:0,extend_by_missing_tail:false",
+       "pool_release_threshold:0,extend_by_missing_tail:false,"
+       "release_partial_regions:true",
        "Regions of what is missing (at least 2 MiB), any rest split off, "
-       "fully free regions given back before the pool would pass its peak"},
+       "fully free regions (and, over backend vmm, the free pages inside "
+       "regions) given back before the pool would pass its peak"},
   };
   return kPresets;
 }

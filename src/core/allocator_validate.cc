@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
@@ -393,6 +395,20 @@ absl::Status Allocator::ValidateLocked() const {
                 *stats_.pool_bytes);
   }
   if (absl::Status st = ValidateStreamsLocked(); !st.ok()) return st;
+  if (sub_allocator_ != nullptr) {
+    std::vector<std::pair<uintptr_t, uintptr_t>> held;
+    held.reserve(region_manager_.regions().size());
+    for (const internal::AllocationRegion& r : region_manager_.regions()) {
+      held.emplace_back(r.addr(), r.end_addr());
+    }
+    absl::Status st;
+    try {
+      st = sub_allocator_->CheckHeldRegions(held);
+    } catch (...) {
+      st = absl::OkStatus();  // user code that cannot tell; not ours to fail
+    }
+    if (!st.ok()) return fail("the sub-allocator disagrees: ", st.message());
+  }
   if (stats_.num_allocs < 0 || stats_.largest_alloc_size < 0 ||
       stats_.num_retries < 0) {
     return fail("negative counters: num_allocs ", stats_.num_allocs,

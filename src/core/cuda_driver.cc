@@ -112,6 +112,40 @@ Loaded Load() {
   BFC_RESOLVE(EventDestroy, "cuEventDestroy");
 #undef BFC_RESOLVE
 
+  // VMM entry points are optional: without them the rest still works.
+  CudaDriver vmm;
+  absl::Status vmm_status = absl::OkStatus();
+#define BFC_RESOLVE_VMM(field, name)                             \
+  if (vmm_status.ok()) {                                         \
+    vmm_status = Resolve(get_proc, d.library, name, &vmm.field); \
+  }
+  BFC_RESOLVE_VMM(DeviceGetAttribute, "cuDeviceGetAttribute");
+  BFC_RESOLVE_VMM(CtxSynchronize, "cuCtxSynchronize");
+  BFC_RESOLVE_VMM(MemGetAllocationGranularity, "cuMemGetAllocationGranularity");
+  BFC_RESOLVE_VMM(MemAddressReserve, "cuMemAddressReserve");
+  BFC_RESOLVE_VMM(MemAddressFree, "cuMemAddressFree");
+  BFC_RESOLVE_VMM(MemCreate, "cuMemCreate");
+  BFC_RESOLVE_VMM(MemRelease, "cuMemRelease");
+  BFC_RESOLVE_VMM(MemMap, "cuMemMap");
+  BFC_RESOLVE_VMM(MemUnmap, "cuMemUnmap");
+  BFC_RESOLVE_VMM(MemSetAccess, "cuMemSetAccess");
+#undef BFC_RESOLVE_VMM
+  if (vmm_status.ok()) {
+    d.DeviceGetAttribute = vmm.DeviceGetAttribute;
+    d.CtxSynchronize = vmm.CtxSynchronize;
+    d.MemGetAllocationGranularity = vmm.MemGetAllocationGranularity;
+    d.MemAddressReserve = vmm.MemAddressReserve;
+    d.MemAddressFree = vmm.MemAddressFree;
+    d.MemCreate = vmm.MemCreate;
+    d.MemRelease = vmm.MemRelease;
+    d.MemMap = vmm.MemMap;
+    d.MemUnmap = vmm.MemUnmap;
+    d.MemSetAccess = vmm.MemSetAccess;
+  } else {
+    d.vmm_status = absl::UnavailableError(absl::StrCat(
+        "no CUDA virtual memory management: ", vmm_status.message()));
+  }
+
   CUresult result = d.DriverGetVersion(&d.version);
   if (result != CUDA_SUCCESS) {
     out.status = d.CallError("cuDriverGetVersion", result);

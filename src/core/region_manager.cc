@@ -68,6 +68,30 @@ void* RegionManager::MergeWithFollowing(const void* region_ptr) {
   return following;
 }
 
+bool RegionManager::CutOut(uintptr_t a, uintptr_t b) {
+  if (b <= a) return false;
+  auto it = FirstEndingAfter(regions_.begin(), regions_.end(), a);
+  if (it == regions_.end() || a < it->addr() || b > it->end_addr() ||
+      it->dedicated()) {
+    return false;
+  }
+  const AllocationRegion r = *it;
+  const bool before = a > r.addr();
+  const bool after = b < r.end_addr();
+  if (!before && !after) {
+    regions_.erase(it);
+  } else if (before && after) {
+    *it = AllocationRegion(r.ptr(), a - r.addr());
+    regions_.insert(
+        it + 1, AllocationRegion(reinterpret_cast<void*>(b), r.end_addr() - b));
+  } else if (before) {
+    *it = AllocationRegion(r.ptr(), a - r.addr());
+  } else {
+    *it = AllocationRegion(reinterpret_cast<void*>(b), r.end_addr() - b);
+  }
+  return true;
+}
+
 bool RegionManager::RemoveAllocationRegion(const void* ptr) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
   auto it = std::lower_bound(

@@ -40,6 +40,15 @@ MemoryType SubAllocator::GetMemoryType() const { return MemoryType::kUnknown; }
 
 absl::Status SubAllocator::Availability() const { return absl::OkStatus(); }
 
+size_t SubAllocator::PartialFreeBytes() const { return 0; }
+
+size_t SubAllocator::ReservedAddressBytes() const { return 0; }
+
+absl::Status SubAllocator::CheckHeldRegions(
+    const std::vector<std::pair<uintptr_t, uintptr_t>>& /*regions*/) const {
+  return absl::OkStatus();
+}
+
 void SubAllocator::Visit(const Visitor& v, const char* kind, void* ptr,
                          int index, size_t num_bytes) {
   if (!v) return;

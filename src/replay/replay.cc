@@ -193,7 +193,9 @@ absl::StatusOr<ReplaySummary> Replayer::Run() {
     s.peak_pool_bytes = stats->peak_pool_bytes.value_or(0);
     s.pool_bytes_at_end = stats->pool_bytes.value_or(0);
     s.regions = stats->num_extends;
-    s.regions_released = stats->num_regions_released;
+    // Every SubAllocator::Free: whole regions and parts of them.
+    s.regions_released =
+        stats->num_regions_released + stats->num_partial_releases;
   }
   if (options_.streams) {
     s.trace_streams = trace_.streams.size();

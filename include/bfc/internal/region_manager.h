@@ -80,6 +80,13 @@ class RegionManager {
   // (or when either is dedicated) returns nullptr.
   void* MergeWithFollowing(const void* region_ptr);
 
+  // Takes [a, b) out of the region that contains it, leaving what is before
+  // and after it (either may be empty) as regions of their own: a partial
+  // release (SubAllocator::PartialFreeBytes). Returns false, changing
+  // nothing, when no region that is not dedicated contains all of [a, b) or
+  // the range is empty. The caller keeps the chunk map right.
+  [[nodiscard]] bool CutOut(uintptr_t a, uintptr_t b);
+
   // Removes the region starting at `ptr` (and nothing else). Returns false if
   // no region starts there. Chunk handles must have been erased by the caller.
   [[nodiscard]] bool RemoveAllocationRegion(const void* ptr);

@@ -82,8 +82,9 @@ struct ReplaySummary {
   int64_t peak_pool_bytes = 0;    // bytes held in regions
   int64_t pool_bytes_at_end = 0;
   int64_t regions = 0;  // regions obtained from the sub-allocator (num_extends)
-  // Regions given back during the replay (num_regions_released): with
-  // `regions`, the sub-allocator calls a GPU pays for.
+  // SubAllocator::Free calls during the replay: regions given back whole
+  // and parts of regions (num_regions_released + num_partial_releases);
+  // with `regions`, the sub-allocator calls a GPU pays for.
   int64_t regions_released = 0;
   // peak_pool_bytes / peak_live_bytes: 1.0 is a perfect fit; 0 when nothing
   // was live.

@@ -25,6 +25,13 @@
 //   cuEventDestroy (_v2), cuGetErrorName, cuGetErrorString.
 // cuGetProcAddress_v2 itself exists from driver 12.0 on.
 //
+// Virtual memory management (CudaVmmSubAllocator), also at 12000 but
+// optional: a driver without them still loads, and `vmm_status` says why
+// expandable regions are unavailable: cuDeviceGetAttribute,
+// cuCtxSynchronize, cuMemGetAllocationGranularity, cuMemAddressReserve,
+// cuMemAddressFree, cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
+// cuMemSetAccess.
+//
 // Thread safety: Get() is safe from any thread; the table is immutable once
 // loaded.
 #ifndef BFC_CORE_INTERNAL_CUDA_DRIVER_H_
@@ -92,6 +99,20 @@ struct CudaDriver {
   decltype(&::cuEventDestroy_v2) EventDestroy = nullptr;
   decltype(&::cuGetErrorName) GetErrorName = nullptr;
   decltype(&::cuGetErrorString) GetErrorString = nullptr;
+
+  // VMM: all set, or all nullptr with vmm_status saying which is missing.
+  absl::Status vmm_status;
+  decltype(&::cuDeviceGetAttribute) DeviceGetAttribute = nullptr;
+  decltype(&::cuCtxSynchronize) CtxSynchronize = nullptr;
+  decltype(&::cuMemGetAllocationGranularity) MemGetAllocationGranularity =
+      nullptr;
+  decltype(&::cuMemAddressReserve) MemAddressReserve = nullptr;
+  decltype(&::cuMemAddressFree) MemAddressFree = nullptr;
+  decltype(&::cuMemCreate) MemCreate = nullptr;
+  decltype(&::cuMemRelease) MemRelease = nullptr;
+  decltype(&::cuMemMap) MemMap = nullptr;
+  decltype(&::cuMemUnmap) MemUnmap = nullptr;
+  decltype(&::cuMemSetAccess) MemSetAccess = nullptr;
 };
 
 // Makes the primary context of `device` current on this thread for the

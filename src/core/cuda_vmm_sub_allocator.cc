@@ -1,0 +1,487 @@
+// File: src/core/cuda_vmm_sub_allocator.cc
+// -----------------------------------------------------------------------------
+//
+// Expandable regions on CUDA virtual memory (bfc/cuda_vmm_sub_allocator.h).
+// Every driver failure becomes nullptr (Alloc) or a logged error (Free) with
+// the page table exactly as a successful rollback leaves it; nothing aborts.
+#include "bfc/cuda_vmm_sub_allocator.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/log.h"
+#include "core/internal/bits.h"
+#include "core/internal/cuda_driver.h"
+
+namespace bfc {
+namespace {
+
+using internal::CudaDriver;
+using internal::IsPowerOfTwo;
+using internal::MutexLock;
+using internal::ScopedPrimaryContext;
+
+// PyTorch's expandable segments and cudaMalloc's large-block granularity: a
+// page small enough that freeing one is worth it, large enough that a
+// multi-GiB model maps in thousands, not millions, of calls.
+constexpr size_t kDefaultPageBytes = size_t{2} << 20;
+
+CUmemAllocationProp DeviceProp(int device) {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  return prop;
+}
+
+CUdeviceptr DevPtr(uintptr_t a) { return static_cast<CUdeviceptr>(a); }
+
+std::string StatusText(const absl::Status& s) {
+  return std::string(s.message());
+}
+
+}  // namespace
+
+CudaVmmSubAllocator::CudaVmmSubAllocator(int device_ordinal)
+    : CudaVmmSubAllocator(device_ordinal, Options()) {}
+
+CudaVmmSubAllocator::CudaVmmSubAllocator(int device_ordinal, Options options,
+                                         std::vector<Visitor> alloc_visitors,
+                                         std::vector<Visitor> free_visitors)
+    : SubAllocator(std::move(alloc_visitors), std::move(free_visitors)),
+      device_ordinal_(device_ordinal),
+      synchronize_before_unmap_(options.synchronize_before_unmap) {
+  Init(options);
+}
+
+std::string CudaVmmSubAllocator::Who() const {
+  return absl::StrFormat("CudaVmmSubAllocator(device %d)", device_ordinal_);
+}
+
+void CudaVmmSubAllocator::Init(const Options& options) {
+  absl::StatusOr<const CudaDriver*> got = CudaDriver::Get();
+  if (!got.ok()) {
+    status_ = absl::Status(got.status().code(),
+                           absl::StrCat(Who(), ": ", got.status().message()));
+    return;
+  }
+  const CudaDriver& d = **got;
+  if (!d.vmm_status.ok()) {
+    status_ = absl::UnavailableError(
+        absl::StrCat(Who(), ": ", d.vmm_status.message()));
+    return;
+  }
+  absl::StatusOr<int> count = internal::CudaDriverDeviceCount();
+  if (!count.ok()) {
+    status_ = absl::Status(count.status().code(),
+                           absl::StrCat(Who(), ": ", count.status().message()));
+    return;
+  }
+  access_devices_.push_back(device_ordinal_);
+  for (int peer : options.peer_devices) {
+    if (peer != device_ordinal_ &&
+        std::find(access_devices_.begin(), access_devices_.end(), peer) ==
+            access_devices_.end()) {
+      access_devices_.push_back(peer);
+    }
+  }
+  for (int dev : access_devices_) {
+    if (dev < 0 || dev >= *count) {
+      status_ = absl::UnavailableError(
+          absl::StrFormat("%s: no device %d (%d visible)", Who(), dev, *count));
+      return;
+    }
+  }
+  ScopedPrimaryContext scoped(d, device_ordinal_);
+  if (!scoped.status().ok()) {
+    status_ =
+        absl::Status(scoped.status().code(),
+                     absl::StrCat(Who(), ": ", scoped.status().message()));
+    return;
+  }
+  int supported = 0;
+  CUresult r = d.DeviceGetAttribute(
+      &supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+      device_ordinal_);
+  if (r != CUDA_SUCCESS) {
+    status_ = absl::UnavailableError(
+        absl::StrCat(Who(), ": ",
+                     d.CallError("cuDeviceGetAttribute(VIRTUAL_MEMORY_"
+                                 "MANAGEMENT_SUPPORTED)",
+                                 r)
+                         .message()));
+    return;
+  }
+  if (supported == 0) {
+    status_ = absl::UnavailableError(absl::StrCat(
+        Who(), ": the device does not support virtual memory management"));
+    return;
+  }
+  const CUmemAllocationProp prop = DeviceProp(device_ordinal_);
+  size_t granularity = 0;
+  r = d.MemGetAllocationGranularity(&granularity, &prop,
+                                    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  if (r != CUDA_SUCCESS || granularity == 0 || !IsPowerOfTwo(granularity)) {
+    status_ = absl::UnavailableError(absl::StrCat(
+        Who(), ": ",
+        r != CUDA_SUCCESS
+            ? d.CallError("cuMemGetAllocationGranularity", r).message()
+            : absl::StrCat("the driver's granularity ", granularity,
+                           " is not a power of two")));
+    return;
+  }
+  size_t page = options.page_bytes == 0
+                    ? std::max(granularity, kDefaultPageBytes)
+                    : options.page_bytes;
+  if (page > (size_t{1} << 40)) {
+    status_ = absl::InvalidArgumentError(
+        absl::StrFormat("%s: page_bytes %d is absurd", Who(), page));
+    return;
+  }
+  page = internal::AlignUp(page, granularity);
+  size_t address = options.address_bytes;
+  if (address == 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    r = d.MemGetInfo(&free_bytes, &total_bytes);
+    if (r != CUDA_SUCCESS) {
+      status_ = absl::UnavailableError(
+          absl::StrCat(Who(), ": ", d.CallError("cuMemGetInfo", r).message()));
+      return;
+    }
+    address =
+        total_bytes > (size_t{1} << 46) ? size_t{1} << 47 : 2 * total_bytes;
+  }
+  if (address > (size_t{1} << 47)) {
+    status_ = absl::InvalidArgumentError(absl::StrFormat(
+        "%s: address_bytes %d is more than a 47-bit address space", Who(),
+        address));
+    return;
+  }
+  address = internal::AlignUp(std::max(address, page), page);
+  CUdeviceptr base = 0;
+  r = d.MemAddressReserve(&base, address, page, 0, 0);
+  if (r != CUDA_SUCCESS) {
+    status_ = absl::Status(
+        r == CUDA_ERROR_OUT_OF_MEMORY ? absl::StatusCode::kResourceExhausted
+                                      : absl::StatusCode::kUnavailable,
+        absl::StrCat(Who(), ": ",
+                     d.CallError(absl::StrFormat("cuMemAddressReserve(%d "
+                                                 "bytes)",
+                                                 address),
+                                 r)
+                         .message()));
+    return;
+  }
+  base_ = static_cast<uintptr_t>(base);
+  page_bytes_ = page;
+  num_pages_ = address / page;
+  MutexLock lock(&mu_);
+  pages_.assign(num_pages_, Page());
+  counters_.reserved_bytes = address;
+  counters_.page_bytes = page;
+}
+
+CudaVmmSubAllocator::~CudaVmmSubAllocator() {
+  if (base_ == 0) return;
+  absl::StatusOr<const CudaDriver*> got = CudaDriver::Get();
+  if (!got.ok()) return;
+  const CudaDriver& d = **got;
+  MutexLock lock(&mu_);
+  size_t still_mapped = 0;
+  for (const Page& p : pages_) still_mapped += p.state != PageState::kUnmapped;
+  if (still_mapped > 0) {
+    // The allocator above gives every region back before it goes: pages
+    // left here were never freed by their owner, or would not unmap.
+    Log(LogSeverity::kWarning,
+        absl::StrFormat("%s: %d pages still mapped at destruction; unmapping "
+                        "them",
+                        Who(), still_mapped));
+    (void)SynchronizeLocked();
+    for (size_t i = 0; i < num_pages_; ++i) {
+      if (pages_[i].state != PageState::kUnmapped) (void)UnmapPagesLocked(i, 1);
+    }
+  }
+  ScopedPrimaryContext scoped(d, device_ordinal_);
+  const CUresult r = d.MemAddressFree(DevPtr(base_), num_pages_ * page_bytes_);
+  if (r != CUDA_SUCCESS) {
+    Log(LogSeverity::kError,
+        absl::StrCat(Who(), ": ", d.CallError("cuMemAddressFree", r).message(),
+                     " (the address range stays reserved)"));
+  }
+}
+
+absl::Status CudaVmmSubAllocator::Availability() const { return status_; }
+
+size_t CudaVmmSubAllocator::PartialFreeBytes() const { return page_bytes_; }
+
+size_t CudaVmmSubAllocator::ReservedAddressBytes() const {
+  return base_ == 0 ? 0 : num_pages_ * page_bytes_;
+}
+
+absl::Status CudaVmmSubAllocator::CheckHeldRegions(
+    const std::vector<std::pair<uintptr_t, uintptr_t>>& regions) const {
+  MutexLock lock(&mu_);
+  // Page i is mapped exactly when some region covers it.
+  std::vector<uint8_t> covered(num_pages_, 0);
+  const uintptr_t end = base_ + num_pages_ * page_bytes_;
+  for (const auto& [lo, hi] : regions) {
+    if (lo < base_ || hi > end || (lo - base_) % page_bytes_ != 0 ||
+        (hi - base_) % page_bytes_ != 0) {
+      return absl::InternalError(absl::StrFormat(
+          "region [%#x, %#x) is not whole pages of the range [%#x, %#x) "
+          "(pages of %d bytes)",
+          lo, hi, base_, end, page_bytes_));
+    }
+    for (size_t i = (lo - base_) / page_bytes_; i < (hi - base_) / page_bytes_;
+         ++i) {
+      if (covered[i]++ != 0) {
+        return absl::InternalError(absl::StrFormat("page %#x is in two regions",
+                                                   base_ + i * page_bytes_));
+      }
+    }
+  }
+  for (size_t i = 0; i < num_pages_; ++i) {
+    const bool mapped = pages_[i].state == PageState::kMapped;
+    if (mapped != (covered[i] != 0)) {
+      return absl::InternalError(
+          absl::StrFormat("page %#x is %s but %s", base_ + i * page_bytes_,
+                          mapped ? "mapped" : "not mapped",
+                          mapped ? "in no region" : "inside a region"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+CudaVmmSubAllocator::Counters CudaVmmSubAllocator::counters() const {
+  MutexLock lock(&mu_);
+  return counters_;
+}
+
+bool CudaVmmSubAllocator::SynchronizeLocked() {
+  if (!synchronize_before_unmap_) return true;
+  absl::StatusOr<const CudaDriver*> got = CudaDriver::Get();
+  if (!got.ok()) return false;
+  ScopedPrimaryContext scoped(**got, device_ordinal_);
+  ++counters_.synchronizes;
+  const CUresult r = (*got)->CtxSynchronize();
+  if (r != CUDA_SUCCESS) {
+    Log(LogSeverity::kError,
+        absl::StrCat(Who(), ": ",
+                     (*got)->CallError("cuCtxSynchronize", r).message(),
+                     "; pages stay mapped (a kernel may still use them) and "
+                     "are retried later"));
+    return false;
+  }
+  return true;
+}
+
+size_t CudaVmmSubAllocator::UnmapPagesLocked(size_t first, size_t n) {
+  const CudaDriver& d = **CudaDriver::Get();
+  ScopedPrimaryContext scoped(d, device_ordinal_);
+  size_t unmapped = 0;
+  for (size_t i = first; i < first + n; ++i) {
+    Page& p = pages_[i];
+    const uintptr_t a = base_ + i * page_bytes_;
+    const CUresult r = d.MemUnmap(DevPtr(a), page_bytes_);
+    if (r != CUDA_SUCCESS) {
+      if (p.state != PageState::kStuck) {
+        if (p.state == PageState::kMapped) {
+          counters_.mapped_bytes -= page_bytes_;
+        }
+        p.state = PageState::kStuck;
+        ++counters_.stuck_pages;
+      }
+      Log(LogSeverity::kError,
+          absl::StrCat(Who(), ": ",
+                       d.CallError(absl::StrFormat("cuMemUnmap(%#x, %d bytes)",
+                                                   a, page_bytes_),
+                                   r)
+                           .message(),
+                       "; the page is kept out of use and retried later"));
+      continue;
+    }
+    const CUresult rr = d.MemRelease(p.handle);
+    if (rr != CUDA_SUCCESS) {
+      // The address is free again; the physical page is the driver's to
+      // reclaim (it is unmapped, so nothing reaches it).
+      ++counters_.leaked_handles;
+      Log(LogSeverity::kError,
+          absl::StrCat(Who(), ": ", d.CallError("cuMemRelease", rr).message(),
+                       " (one page of physical memory may be lost)"));
+    }
+    if (p.state == PageState::kStuck) {
+      --counters_.stuck_pages;
+    } else {
+      counters_.mapped_bytes -= page_bytes_;
+    }
+    p = Page();
+    ++counters_.unmaps;
+    ++unmapped;
+  }
+  return unmapped;
+}
+
+void CudaVmmSubAllocator::RetryStuckLocked() {
+  if (counters_.stuck_pages == 0) return;
+  if (!SynchronizeLocked()) return;
+  for (size_t i = 0; i < num_pages_ && counters_.stuck_pages > 0; ++i) {
+    if (pages_[i].state == PageState::kStuck) (void)UnmapPagesLocked(i, 1);
+  }
+}
+
+void* CudaVmmSubAllocator::Alloc(size_t alignment, size_t num_bytes,
+                                 size_t* bytes_received) {
+  if (bytes_received != nullptr) *bytes_received = 0;
+  if (!status_.ok() || num_bytes == 0) return nullptr;
+  if (!IsPowerOfTwo(alignment)) {
+    Log(LogSeverity::kError,
+        absl::StrFormat("%s: alignment %d for %d bytes is not a power of two",
+                        Who(), alignment, num_bytes));
+    return nullptr;
+  }
+  const size_t n = num_bytes / page_bytes_ + (num_bytes % page_bytes_ != 0);
+  if (n > num_pages_) {
+    Log(LogSeverity::kError,
+        absl::StrFormat("%s: %d bytes is more than the reserved range (%d "
+                        "bytes)",
+                        Who(), num_bytes, num_pages_ * page_bytes_));
+    return nullptr;
+  }
+  MutexLock lock(&mu_);
+  RetryStuckLocked();
+  // The lowest run of n unmapped pages with an aligned start.
+  size_t first = num_pages_;
+  for (size_t i = 0, run = 0; i < num_pages_; ++i) {
+    if (pages_[i].state != PageState::kUnmapped) {
+      run = 0;
+      continue;
+    }
+    if (run == 0 && (base_ + i * page_bytes_) % alignment != 0) continue;
+    if (++run == n) {
+      first = i + 1 - n;
+      break;
+    }
+  }
+  if (first == num_pages_) {
+    Log(LogSeverity::kError,
+        absl::StrFormat("%s: no hole of %d pages (%d bytes, alignment %d) in "
+                        "the reserved range of %d bytes (%d bytes mapped)",
+                        Who(), n, n * page_bytes_, alignment,
+                        num_pages_ * page_bytes_, counters_.mapped_bytes));
+    ++counters_.failed_allocs;
+    return nullptr;
+  }
+  const CudaDriver& d = **CudaDriver::Get();
+  ScopedPrimaryContext scoped(d, device_ordinal_);
+  if (!scoped.status().ok()) {
+    Log(LogSeverity::kError,
+        absl::StrCat(Who(), ": ", scoped.status().message()));
+    ++counters_.failed_allocs;
+    return nullptr;
+  }
+  const CUmemAllocationProp prop = DeviceProp(device_ordinal_);
+  const uintptr_t start = base_ + first * page_bytes_;
+  // Created and mapped so far: undone in reverse if a later step fails.
+  size_t mapped = 0;
+  std::string failure;
+  for (; mapped < n; ++mapped) {
+    const uintptr_t a = start + mapped * page_bytes_;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = d.MemCreate(&h, page_bytes_, &prop, 0);
+    if (r != CUDA_SUCCESS) {
+      failure = StatusText(d.CallError(
+          absl::StrFormat("cuMemCreate(%d bytes)", page_bytes_), r));
+      break;
+    }
+    r = d.MemMap(DevPtr(a), page_bytes_, 0, h, 0);
+    if (r != CUDA_SUCCESS) {
+      failure = StatusText(d.CallError(
+          absl::StrFormat("cuMemMap(%#x, %d bytes)", a, page_bytes_), r));
+      if (d.MemRelease(h) != CUDA_SUCCESS) ++counters_.leaked_handles;
+      break;
+    }
+    pages_[first + mapped].handle = h;
+    pages_[first + mapped].state = PageState::kMapped;
+    counters_.mapped_bytes += page_bytes_;
+  }
+  if (mapped == n) {
+    std::vector<CUmemAccessDesc> access(access_devices_.size());
+    for (size_t k = 0; k < access.size(); ++k) {
+      access[k].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      access[k].location.id = access_devices_[k];
+      access[k].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    ++counters_.set_access;
+    const CUresult r = d.MemSetAccess(DevPtr(start), n * page_bytes_,
+                                      access.data(), access.size());
+    if (r != CUDA_SUCCESS) {
+      failure = StatusText(
+          d.CallError(absl::StrFormat("cuMemSetAccess(%#x, %d bytes)", start,
+                                      n * page_bytes_),
+                      r));
+    }
+  }
+  if (!failure.empty()) {
+    // Exact rollback: nothing this call mapped stays mapped (a page the
+    // driver will not unmap is marked stuck, never handed out).
+    (void)UnmapPagesLocked(first, mapped);
+    ++counters_.failed_allocs;
+    Log(LogSeverity::kError,
+        absl::StrFormat("%s: mapping %d bytes failed: %s; rolled back", Who(),
+                        n * page_bytes_, failure));
+    return nullptr;
+  }
+  counters_.maps += static_cast<int64_t>(n);
+  counters_.peak_mapped_bytes =
+      std::max(counters_.peak_mapped_bytes, counters_.mapped_bytes);
+  void* ptr = reinterpret_cast<void*>(start);
+  if (bytes_received != nullptr) *bytes_received = n * page_bytes_;
+  VisitAlloc(ptr, device_ordinal_, n * page_bytes_);
+  return ptr;
+}
+
+void CudaVmmSubAllocator::Free(void* ptr, size_t num_bytes) {
+  if (ptr == nullptr || num_bytes == 0) return;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
+  MutexLock lock(&mu_);
+  const bool inside =
+      base_ != 0 && a >= base_ && (a - base_) % page_bytes_ == 0 &&
+      num_bytes % page_bytes_ == 0 &&
+      (a - base_) / page_bytes_ + num_bytes / page_bytes_ <= num_pages_;
+  size_t first = 0, n = 0;
+  bool mapped = inside;
+  if (inside) {
+    first = (a - base_) / page_bytes_;
+    n = num_bytes / page_bytes_;
+    for (size_t i = first; i < first + n && mapped; ++i) {
+      mapped = pages_[i].state == PageState::kMapped;
+    }
+  }
+  if (!mapped) {
+    Log(LogSeverity::kError,
+        absl::StrFormat("%s: Free(%p, %d bytes) is not a range of whole pages "
+                        "handed out (pages of %d bytes from %#x); ignored",
+                        Who(), ptr, num_bytes, page_bytes_, base_));
+    return;
+  }
+  VisitFree(ptr, device_ordinal_, num_bytes);
+  if (!SynchronizeLocked()) {
+    // Not unmapped while a kernel may use it: out of use now, unmapped by a
+    // later call once the device synchronizes.
+    for (size_t i = first; i < first + n; ++i) {
+      pages_[i].state = PageState::kStuck;
+      ++counters_.stuck_pages;
+      counters_.mapped_bytes -= page_bytes_;
+    }
+    return;
+  }
+  (void)UnmapPagesLocked(first, n);
+  RetryStuckLocked();
+}
+
+}  // namespace bfc
