@@ -10,7 +10,9 @@
 // successive blocks are contiguous and SupportsCoalescing() is true; `Free`
 // accepts any union of contiguous blocks it handed out. Options reproduce
 // TF's GPU sub-allocator for fidelity tests: no coalescing, and a gap between
-// successive blocks so that no two regions are ever adjacent.
+// successive blocks so that no two regions are ever adjacent -- or CUDA
+// virtual memory's pages (partial_free_bytes), where any page-aligned part of
+// a block can be given back.
 //
 // Thread-compatible (its allocator's mutex serializes calls).
 #ifndef BFC_VIRTUAL_SUB_ALLOCATOR_H_
@@ -35,6 +37,11 @@ class VirtualSubAllocator : public SubAllocator {
     size_t gap_bytes = 0;
     // Never reuse a freed address range (addresses only increase).
     bool never_reuse = false;
+    // Pages, as CudaVmmSubAllocator's (0: off): blocks are whole pages,
+    // page aligned, and Free takes any page-aligned part of what was handed
+    // out (PartialFreeBytes()). A power of two >= 256; ignored with
+    // gap_bytes. What bfc-replay's vmm backend does on a GPU, without one.
+    size_t partial_free_bytes = 0;
   };
 
   // Reserves `capacity_bytes` (rounded up to the page size) of address space.
@@ -50,13 +57,15 @@ class VirtualSubAllocator : public SubAllocator {
   // nothing fits, num_bytes is 0 or alignment is not a power of two.
   void* Alloc(size_t alignment, size_t num_bytes,
               size_t* bytes_received) override;
-  // `ptr`/`num_bytes` must be (a contiguous union of) blocks from Alloc.
+  // `ptr`/`num_bytes` must be (a contiguous union of) blocks from Alloc; with
+  // partial_free_bytes, any run of whole pages handed out.
   // Anything else (including a size that runs past the reservation) is
   // ignored, counted in invalid_frees() and never shown to the free visitors.
   void Free(void* ptr, size_t num_bytes) override;
   bool SupportsCoalescing() const override {
     return options_.supports_coalescing;
   }
+  size_t PartialFreeBytes() const override { return page_; }
   MemoryType GetMemoryType() const override { return MemoryType::kUnknown; }
   // Unavailable, naming the reason, when the reservation failed (a capacity of
   // 0, beyond the address space, or refused by mmap).
@@ -77,6 +86,11 @@ class VirtualSubAllocator : public SubAllocator {
   size_t capacity_ = 0;
   // Why there is no reservation (empty when there is one).
   std::string reservation_error_;
+  // Free of [begin, end) (offsets) with pages on.
+  void FreePages(void* ptr, size_t begin, size_t end);
+
+  // Options::partial_free_bytes when in effect, else 0.
+  const size_t page_;
   // Free ranges: offset -> length, coalesced.
   std::map<size_t, size_t> free_ranges_;
   // Handed-out ranges: offset -> length (for validating Free).

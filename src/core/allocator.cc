@@ -1147,7 +1147,10 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
   size_t available = memory_limit_ > total_region_allocated_bytes_
                          ? memory_limit_ - total_region_allocated_bytes_
                          : 0;
-  available = AlignDown(available, kMinAllocationSize);
+  // A sub-allocator of pages hands out whole pages: the limit holds whole
+  // pages only.
+  available =
+      AlignDown(available, std::max(kMinAllocationSize, partial_free_bytes_));
   // An over-aligned request may need up to alignment - kMinAllocationSize
   // bytes of padding in front of it.
   const size_t needed =
@@ -1189,6 +1192,21 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
       const uintptr_t a = reinterpret_cast<uintptr_t>(mem);
       // Empty: acceptable (built only on the refusal path).
       std::string problem;
+      // Whole pages can pass the limit by less than a page: the pages past
+      // it go straight back (the sub-allocator frees parts of blocks).
+      if (partial_free_bytes_ > 0 && bytes_received > available &&
+          bytes_received >= bytes &&
+          IsAligned(a + bytes_received, partial_free_bytes_)) {
+        const uintptr_t keep_end =
+            internal::AlignDown(a + available, partial_free_bytes_);
+        if (keep_end >= a + bytes && keep_end > a) {
+          if (FreeToSubAllocator(reinterpret_cast<void*>(keep_end),
+                                 a + bytes_received - keep_end,
+                                 "the pages past the limit")) {
+            bytes_received = keep_end - a;
+          }
+        }
+      }
       if (!IsAligned(a, region_alignment)) {
         problem = "is misaligned";
       } else if (bytes_received < bytes) {

@@ -61,7 +61,12 @@ VirtualSubAllocator::VirtualSubAllocator(size_t capacity_bytes,
                                          std::vector<Visitor> alloc_visitors,
                                          std::vector<Visitor> free_visitors)
     : SubAllocator(std::move(alloc_visitors), std::move(free_visitors)),
-      options_(options) {
+      options_(options),
+      page_(options.partial_free_bytes >= kGranule &&
+                    IsPowerOfTwo(options.partial_free_bytes) &&
+                    options.gap_bytes == 0
+                ? options.partial_free_bytes
+                : 0) {
   size_t capacity = 0;
   if (capacity_bytes == 0) {
     reservation_error_ = "a capacity of 0 bytes reserves nothing";
@@ -112,8 +117,11 @@ void* VirtualSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     return nullptr;
   }
   if (alignment < kGranule) alignment = kGranule;
+  // Pages: whole and page aligned, so any page of a block can go back alone.
+  if (alignment < page_) alignment = page_;
   size_t length = 0;
-  if (!RoundUp(num_bytes, kGranule, &length) || length > capacity_) {
+  if (!RoundUp(num_bytes, page_ != 0 ? page_ : kGranule, &length) ||
+      length > capacity_) {
     return nullptr;
   }
   const uintptr_t base_addr = reinterpret_cast<uintptr_t>(base_);
@@ -185,6 +193,10 @@ void VirtualSubAllocator::Free(void* ptr, size_t num_bytes) {
     return;
   }
   const size_t end = begin + length;
+  if (page_ != 0) {
+    FreePages(ptr, begin, end);
+    return;
+  }
   // Accept exactly a run of handed-out blocks that tile [begin, end): this is
   // what the allocator gives back after merging contiguous regions. Check the
   // whole run before changing anything so a bad Free leaves no trace.
@@ -232,6 +244,67 @@ void VirtualSubAllocator::Free(void* ptr, size_t num_bytes) {
     }
     free_ranges_.emplace(new_off, new_len);
   }
+}
+
+void VirtualSubAllocator::FreePages(void* ptr, size_t begin, size_t end) {
+  const uintptr_t base_addr = reinterpret_cast<uintptr_t>(base_);
+  // [begin, end) must be whole pages, all handed out: blocks (or parts of
+  // blocks) that follow each other without a hole. Checked before anything
+  // changes, so a bad Free leaves no trace.
+  bool ok = (base_addr + begin) % page_ == 0 && (end - begin) % page_ == 0;
+  std::vector<std::pair<size_t, size_t>> blocks;  // whole blocks touched
+  if (ok) {
+    auto it = used_ranges_.upper_bound(begin);
+    if (it == used_ranges_.begin()) {
+      ok = false;
+    } else {
+      --it;
+      size_t cur = begin;
+      while (ok && cur < end) {
+        if (it == used_ranges_.end() || it->first > cur ||
+            it->first + it->second <= cur) {
+          ok = false;
+          break;
+        }
+        blocks.emplace_back(it->first, it->second);
+        cur = it->first + it->second;
+        ++it;
+      }
+    }
+  }
+  if (!ok) {
+    ++invalid_frees_;
+    Log(LogSeverity::kError,
+        absl::StrFormat("VirtualSubAllocator: ignoring Free(%p, %d): not "
+                        "whole pages of %d bytes it handed out",
+                        ptr, end - begin, page_));
+    return;
+  }
+  VisitFree(ptr, 0, end - begin);
+  // What stays handed out: the parts of the first and last blocks outside
+  // [begin, end).
+  for (const auto& [off, len] : blocks) used_ranges_.erase(off);
+  const size_t first = blocks.front().first;
+  const size_t last_end = blocks.back().first + blocks.back().second;
+  if (first < begin) used_ranges_.emplace(first, begin - first);
+  if (last_end > end) used_ranges_.emplace(end, last_end - end);
+  bytes_in_use_ -= end - begin;
+  size_t new_off = begin;
+  size_t new_len = end - begin;
+  auto next = free_ranges_.lower_bound(begin);
+  if (next != free_ranges_.end() && next->first == end) {
+    new_len += next->second;
+    next = free_ranges_.erase(next);
+  }
+  if (next != free_ranges_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == begin) {
+      new_off = prev->first;
+      new_len += prev->second;
+      free_ranges_.erase(prev);
+    }
+  }
+  free_ranges_.emplace(new_off, new_len);
 }
 
 }  // namespace bfc

@@ -19,8 +19,12 @@
 //           huge_allocation_bytes 1 MiB; mode 2 adds a 1 MiB growth floor,
 //           mode 3 a 64 KiB initial region
 //   byte 2  fragmentation_fraction (0: default; else byte/255); in modes
-//           1-3 its bits 0-2 also set max_split_bytes 512 KiB,
-//           pool_release_threshold 0.5 and extend_by_missing_tail
+//           1-3 its bits 0-3 also set max_split_bytes 512 KiB,
+//           pool_release_threshold 0.5, extend_by_missing_tail and (over a
+//           coalescing sub-allocator without gaps, and a limit of 1 MiB or
+//           more) 64 KiB pages that can be given back one by one, with
+//           release_partial_regions; then every other opcode 12 is
+//           ReleaseFreeMemory (all, or some pages)
 //   then operations, one opcode byte each followed by its arguments. An
 //   allocation's `how` byte picks its stream (bits 2-3: the implicit stream
 //   or streams 1-3); a status free with bit 1 set frees on the stream of
@@ -201,6 +205,13 @@ class Harness {
       o.max_split_bytes = (frag & 1) ? 512 << 10 : 0;
       o.pool_release_threshold = (frag & 2) ? 0.5 : 0.0;
       o.extend_by_missing_tail = frag & 4;
+      // Pages as CUDA VMM's (64 KiB here), given back from inside free
+      // chunks: only over a coalescing sub-allocator without gaps.
+      if ((frag & 8) && f.supports_coalescing && f.gap_bytes == 0 &&
+          limit_ >= (1 << 20)) {
+        f.partial_free_bytes = 64 << 10;
+        o.release_partial_regions = true;
+      }
     }
     switch (mode) {
       case 4:
@@ -231,14 +242,14 @@ class Harness {
     config_ = absl::StrFormat(
         "limit %d growth %d gc %d coalescing %d retry %d gap %d faults %d/%d "
         "frag %d policy %s cap %d floor %d initial %d release %d split %d "
-        "huge %d max_split %d release_threshold %g tail %d",
+        "huge %d max_split %d release_threshold %g tail %d pages %d",
         limit_, o.allow_growth, o.garbage_collection, f.supports_coalescing,
         o.allow_retry_on_failure, f.gap_bytes, mode, which, frag,
         GrowthPolicyName(o.growth_policy), o.max_growth_step_bytes,
         o.min_growth_step_bytes, o.initial_region_bytes,
         o.release_before_extend, o.min_split_remainder_bytes,
         o.huge_allocation_bytes, o.max_split_bytes, o.pool_release_threshold,
-        o.extend_by_missing_tail);
+        o.extend_by_missing_tail, f.partial_free_bytes);
     gc_ = o.garbage_collection;
     journal_ = std::make_shared<testing::SubAllocatorJournal>();
     auto sub = std::make_unique<testing::FakeSubAllocator>(f, journal_);
@@ -350,9 +361,15 @@ class Harness {
       // Liveness: with nothing live, GC on and a well-behaved sub-allocator,
       // anything that fits in the limit with its worst-case padding must
       // succeed.
-      const size_t pad = alignment > 256 ? alignment - 256 : 0;
-      const size_t usable_limit = limit_ / 256 * 256;
-      const size_t rounded = internal::RoundedBytes(n);
+      // With pages the sub-allocator hands out whole pages, aligned to
+      // them: the limit holds whole pages only, and a request takes its
+      // pages.
+      const size_t page = std::max<size_t>(fake_->PartialFreeBytes(), 256);
+      const size_t pad = alignment > page ? alignment - page : 0;
+      const size_t usable_limit = limit_ / page * page;
+      const size_t exact = internal::RoundedBytes(n);
+      const size_t rounded =
+          exact > usable_limit ? exact : (exact + page - 1) / page * page;
       // (Not for an allocation limited by freed_by_func: free memory freed
       // after its count is not for it.)
       if (!faulty_ && gc_ && empty_before && !limited &&
@@ -515,12 +532,20 @@ class Harness {
         largest_ = 0;
         break;
       case 12: {
-        last_op_ = "ReleaseFreeRegions";
+        // With pages, every other call gives back free memory from inside
+        // regions too: all of it, or a few pages' worth.
+        const bool partial =
+            fake_->PartialFreeBytes() != 0 && (++release_calls_ & 1) == 0;
+        last_op_ = partial ? "ReleaseFreeMemory" : "ReleaseFreeRegions";
         const int64_t pool = *alloc_->GetStats()->pool_bytes;
-        const size_t released = alloc_->ReleaseFreeRegions();
+        const size_t released =
+            !partial ? alloc_->ReleaseFreeRegions()
+            : (release_calls_ & 2)
+                ? alloc_->ReleaseFreeMemory()
+                : alloc_->ReleaseFreeMemory(release_calls_ * (64 << 10));
         if (static_cast<int64_t>(released) !=
             pool - *alloc_->GetStats()->pool_bytes) {
-          Fail("ReleaseFreeRegions returned the wrong byte count");
+          Fail(last_op_ + " returned the wrong byte count");
         }
         break;
       }
@@ -668,6 +693,7 @@ class Harness {
   size_t limit_ = 0;
   bool faulty_ = false;
   bool gc_ = false;
+  size_t release_calls_ = 0;  // op 12 calls, to vary what it releases
   std::shared_ptr<testing::SubAllocatorJournal> journal_;
   testing::FakeSubAllocator* fake_ = nullptr;
   // TF's timestamped reuse (op 15): the counter outlives the allocator.

@@ -50,6 +50,9 @@ class FakeSubAllocator : public SubAllocator {
     bool supports_coalescing = false;
     size_t gap_bytes = 0;
     bool never_reuse = false;
+    // Pages that Free may give back one by one (VirtualSubAllocator's
+    // partial_free_bytes; PartialFreeBytes()). 0: off.
+    size_t partial_free_bytes = 0;
     // Called before each Alloc with (0-based call index, num_bytes); true
     // makes the call fail.
     std::function<bool(size_t call, size_t num_bytes)> fail_if;
@@ -84,9 +87,9 @@ class FakeSubAllocator : public SubAllocator {
         options_(std::move(options)),
         journal_(std::move(journal)),
         virtual_(options_.capacity,
-                 VirtualSubAllocator::Options{options_.supports_coalescing,
-                                              options_.gap_bytes,
-                                              options_.never_reuse}) {}
+                 VirtualSubAllocator::Options{
+                     options_.supports_coalescing, options_.gap_bytes,
+                     options_.never_reuse, options_.partial_free_bytes}) {}
 
   void* Alloc(size_t alignment, size_t num_bytes,
               size_t* bytes_received) override {
@@ -172,14 +175,24 @@ class FakeSubAllocator : public SubAllocator {
     journal_->bytes_outstanding -=
         std::min(journal_->bytes_outstanding, true_size);
     // Forget the live blocks inside the freed range (a union, when
-    // coalescing).
+    // coalescing); with pages, keep what of a block lies outside it.
     const uintptr_t lo = reinterpret_cast<uintptr_t>(ptr);
-    live_.erase(std::remove_if(live_.begin(), live_.end(),
-                               [&](const std::pair<uintptr_t, size_t>& b) {
-                                 return b.first >= lo &&
-                                        b.first < lo + true_size;
-                               }),
-                live_.end());
+    const uintptr_t hi = lo + true_size;
+    std::vector<std::pair<uintptr_t, size_t>> kept;
+    for (const auto& [base, size] : live_) {
+      const uintptr_t end = base + size;
+      if (options_.partial_free_bytes == 0) {
+        if (!(base >= lo && base < hi)) kept.emplace_back(base, size);
+        continue;
+      }
+      if (end <= lo || base >= hi) {
+        kept.emplace_back(base, size);
+        continue;
+      }
+      if (base < lo) kept.emplace_back(base, lo - base);
+      if (end > hi) kept.emplace_back(hi, end - hi);
+    }
+    live_.swap(kept);
     const size_t invalid_before = virtual_.invalid_frees();
     virtual_.Free(ptr, true_size);
     journal_->invalid_frees += virtual_.invalid_frees() - invalid_before;
@@ -188,6 +201,9 @@ class FakeSubAllocator : public SubAllocator {
   bool SupportsCoalescing() const override {
     if (options_.throw_from_queries) throw std::runtime_error("injected query");
     return options_.supports_coalescing;
+  }
+  size_t PartialFreeBytes() const override {
+    return virtual_.PartialFreeBytes();
   }
   MemoryType GetMemoryType() const override {
     if (options_.throw_from_queries) throw std::runtime_error("injected query");
