@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bfc/allocator.h"
+#include "bfc/memory_dump.h"
 #include "bfc/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -478,6 +479,122 @@ TEST(AllocatorGrowthTest, ExtendByMissingTailFallsBackToTheWholeRequest) {
 
 // The new options under a sub-allocator that fails: every combination
 // terminates, honours the limit and stays valid.
+// Pages (a sub-allocator that frees parts of blocks, as CUDA VMM's): the
+// page-aligned interior of a free chunk goes back, splitting its region.
+FakeSubAllocator::Options Pages() {
+  FakeSubAllocator::Options so;
+  so.supports_coalescing = true;
+  so.partial_free_bytes = kMiB;
+  return so;
+}
+
+TEST(AllocatorGrowthTest, ReleaseFreeMemoryGivesBackThePagesInsideFreeChunks) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.min_split_remainder_bytes = 256;
+  Rig s = Make(o, 1 * kGiB, Pages());
+  // One region of 7 pages: [x 512 KiB][big 6 MiB][y 512 KiB] (x's page,
+  // then 6 pages for big, whose last half page serves y).
+  void* x = s.alloc->AllocateRaw(256, kMiB / 2);
+  void* big = s.alloc->AllocateRaw(256, 6 * kMiB);
+  void* y = s.alloc->AllocateRaw(256, kMiB / 2);
+  ASSERT_NE(y, nullptr);
+  ASSERT_EQ(static_cast<char*>(big), static_cast<char*>(x) + kMiB / 2);
+  ASSERT_EQ(static_cast<char*>(y), static_cast<char*>(big) + 6 * kMiB);
+  EXPECT_EQ(s.alloc->RecordMemoryMap().regions.size(), 1u);
+  s.alloc->DeallocateRaw(big);
+  // No pages to give back but what is inside big: [1 MiB, 6 MiB).
+  const uintptr_t base = reinterpret_cast<uintptr_t>(x);
+  EXPECT_EQ(s.alloc->ReleaseFreeMemory(), 5 * kMiB);
+  ASSERT_EQ(s.journal->frees.size(), 1u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(s.journal->frees[0].first),
+            base + kMiB);
+  EXPECT_EQ(s.journal->frees[0].second, 5 * kMiB);
+  const AllocatorStats st = *s.alloc->GetStats();
+  EXPECT_EQ(st.pool_bytes.value(), static_cast<int64_t>(2 * kMiB));
+  EXPECT_EQ(st.num_partial_releases, 1);
+  EXPECT_EQ(st.num_regions_released, 0);
+  // Two regions now, each keeping a free half page beside the hole.
+  const MemoryDump dump = s.alloc->RecordMemoryMap();
+  ASSERT_EQ(dump.regions.size(), 2u);
+  EXPECT_EQ(dump.regions[0].size, kMiB);
+  EXPECT_EQ(dump.regions[1].base, base + 6 * kMiB);
+  EXPECT_EQ(dump.regions[1].size, kMiB);
+  EXPECT_TRUE(s.alloc->Validate().ok()) << s.alloc->Validate();
+  // Nothing left inside: a second call releases nothing.
+  EXPECT_EQ(s.alloc->ReleaseFreeMemory(), 0u);
+  // Everything free: the regions go whole.
+  s.alloc->DeallocateRaw(x);
+  s.alloc->DeallocateRaw(y);
+  EXPECT_EQ(s.alloc->ReleaseFreeMemory(), 2 * kMiB);
+  EXPECT_EQ(s.alloc->GetStats()->num_regions_released, 2);
+  EXPECT_EQ(s.alloc->GetStats()->pool_bytes.value(), 0);
+  EXPECT_TRUE(s.alloc->Validate().ok()) << s.alloc->Validate();
+}
+
+TEST(AllocatorGrowthTest, ReleaseFreeMemoryStopsOnceEnoughHasGone) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.min_split_remainder_bytes = 256;
+  Rig s = Make(o, 1 * kGiB, Pages());
+  std::vector<void*> keep, gone;
+  for (int i = 0; i < 3; ++i) {
+    keep.push_back(s.alloc->AllocateRaw(256, kMiB / 2));
+    gone.push_back(s.alloc->AllocateRaw(256, (4 + i) * kMiB));
+  }
+  keep.push_back(s.alloc->AllocateRaw(256, kMiB / 2));
+  for (void* p : gone) s.alloc->DeallocateRaw(p);
+  // Free: 3, 5 and 5 whole pages inside the three chunks (the 5 MiB one
+  // is page aligned). The largest first, and no more than asked.
+  EXPECT_EQ(s.alloc->ReleaseFreeMemory(kMiB), 5 * kMiB);
+  ASSERT_EQ(s.journal->frees.size(), 1u);
+  EXPECT_EQ(s.journal->frees[0].second, 5 * kMiB);
+  EXPECT_TRUE(s.alloc->Validate().ok()) << s.alloc->Validate();
+  EXPECT_EQ(s.alloc->ReleaseFreeMemory(), 5 * kMiB + 3 * kMiB);
+  FreeAll(*s.alloc, keep);
+  EXPECT_TRUE(s.alloc->Validate().ok()) << s.alloc->Validate();
+}
+
+// Growing past the peak with release_partial_regions: first the pages
+// inside free chunks go back (none of those chunks fits the request), so the
+// pool does not grow by what is free. Without the option only whole regions
+// go; without pages ReleaseFreeMemory is ReleaseFreeRegions.
+TEST(AllocatorGrowthTest, ReleasePartialRegionsGivesPagesBackBeforeGrowing) {
+  for (bool partial : {true, false}) {
+    SCOPED_TRACE(partial);
+    Allocator::Options o;
+    o.growth_policy = GrowthPolicy::kSameAsRequested;
+    o.min_split_remainder_bytes = 256;
+    o.release_before_extend = true;
+    o.release_partial_regions = partial;
+    Rig s = Make(o, 1 * kGiB, Pages());
+    void* x = s.alloc->AllocateRaw(256, kMiB / 2);
+    void* big = s.alloc->AllocateRaw(256, 6 * kMiB);
+    void* y = s.alloc->AllocateRaw(256, kMiB / 2);  // pool, peak 7 MiB
+    s.alloc->DeallocateRaw(big);
+    // 8 MiB fits nothing: with pages, big's 5 inner pages go first (pool
+    // 2 MiB), then 8 pages are mapped (the 5-page hole is too small).
+    void* z = s.alloc->AllocateRaw(256, 8 * kMiB);
+    ASSERT_NE(z, nullptr);
+    EXPECT_EQ(s.journal->frees.size(), partial ? 1u : 0u);
+    EXPECT_EQ(s.alloc->GetStats()->peak_pool_bytes.value(),
+              static_cast<int64_t>((partial ? 10 : 15) * kMiB));
+    EXPECT_TRUE(s.alloc->Validate().ok()) << s.alloc->Validate();
+    for (void* p : {x, y, z}) s.alloc->DeallocateRaw(p);
+  }
+  Allocator::Options o;
+  o.min_split_remainder_bytes = 256;
+  Rig whole = Make(o, 1 * kGiB);  // no pages
+  void* a = whole.alloc->AllocateRaw(256, 3 * kMiB);
+  void* b = whole.alloc->AllocateRaw(256, kMiB);
+  whole.alloc->DeallocateRaw(a);
+  EXPECT_EQ(whole.alloc->ReleaseFreeMemory(), 0u);  // a's region holds b
+  whole.alloc->DeallocateRaw(b);
+  EXPECT_EQ(
+      whole.alloc->ReleaseFreeMemory(),
+      static_cast<size_t>(whole.alloc->GetStats()->peak_pool_bytes.value()));
+}
+
 TEST(AllocatorGrowthTest, NewOptionsTerminateAndHonourTheLimit) {
   for (int mask = 0; mask < 8; ++mask) {
     SCOPED_TRACE(mask);

@@ -64,6 +64,35 @@ TEST(RegionManagerTest, ExtendsOnlyAContiguousPredecessor) {
   EXPECT_EQ(rm.MergeWithFollowing(P(0x10000)), nullptr);
 }
 
+// A partial release cuts a hole: what is before and after stays, as
+// regions of their own.
+TEST(RegionManagerTest, CutOutLeavesWhatIsAroundTheHole) {
+  ChunkTable chunks;
+  RegionManager rm(&chunks);
+  rm.AddAllocationRegion(P(0x10000), 0x10000);
+  rm.AddAllocationRegion(P(0x40000), 0x4000);
+  EXPECT_TRUE(rm.CutOut(0x14000, 0x18000));  // the middle
+  ASSERT_EQ(rm.regions().size(), 3u);
+  EXPECT_EQ(rm.regions()[0].ptr(), P(0x10000));
+  EXPECT_EQ(rm.regions()[0].memory_size(), 0x4000u);
+  EXPECT_EQ(rm.regions()[1].ptr(), P(0x18000));
+  EXPECT_EQ(rm.regions()[1].memory_size(), 0x8000u);
+  EXPECT_TRUE(rm.CutOut(0x10000, 0x12000));  // the front
+  EXPECT_EQ(rm.regions()[0].ptr(), P(0x12000));
+  EXPECT_TRUE(rm.CutOut(0x1c000, 0x20000));  // the back
+  EXPECT_EQ(rm.regions()[1].memory_size(), 0x4000u);
+  EXPECT_TRUE(rm.CutOut(0x40000, 0x44000));  // all of it
+  EXPECT_EQ(rm.regions().size(), 2u);
+  // Nothing changes for a range not inside one region, or empty.
+  EXPECT_FALSE(rm.CutOut(0x13000, 0x19000));  // spans a hole
+  EXPECT_FALSE(rm.CutOut(0x30000, 0x31000));  // in no region
+  EXPECT_FALSE(rm.CutOut(0x19000, 0x19000));  // empty
+  EXPECT_FALSE(rm.CutOut(0x19000, 0x18000));  // backwards
+  rm.AddAllocationRegion(P(0x80000), 0x4000, /*dedicated=*/true);
+  EXPECT_FALSE(rm.CutOut(0x81000, 0x82000));  // a dedicated region
+  EXPECT_EQ(rm.regions().size(), 3u);
+}
+
 TEST(RegionManagerTest, HandlesAreExactStartsOnly) {
   ChunkTable chunks;
   RegionManager rm(&chunks);

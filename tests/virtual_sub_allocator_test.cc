@@ -164,6 +164,48 @@ TEST(VirtualSubAllocatorTest, FreeAcceptsUnionOfContiguousBlocks) {
   (void)c;
 }
 
+// Pages (CUDA VMM's model, without a driver): whole aligned pages, and any
+// page-aligned part of what was handed out can go back.
+TEST(VirtualSubAllocatorTest, PagesCanBeGivenBackOneByOne) {
+  VirtualSubAllocator::Options o;
+  o.partial_free_bytes = kMiB;
+  VirtualSubAllocator sub(64 * kMiB, o);
+  EXPECT_EQ(sub.PartialFreeBytes(), kMiB);
+  size_t got = 0;
+  char* a = static_cast<char*>(sub.Alloc(256, 1000, &got));
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(got, kMiB);  // a whole page
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % kMiB, 0u);
+  char* b = static_cast<char*>(sub.Alloc(256, 4 * kMiB, &got));
+  ASSERT_EQ(b, a + kMiB);
+  // The middle of b, then a page spanning the boundary of a and b.
+  sub.Free(b + kMiB, 2 * kMiB);
+  EXPECT_EQ(sub.invalid_frees(), 0u);
+  EXPECT_EQ(sub.bytes_in_use(), 3 * kMiB);
+  sub.Free(a, 2 * kMiB);  // a and b's first page
+  EXPECT_EQ(sub.bytes_in_use(), kMiB);
+  // The hole is one free range again: 3 MiB fits at a.
+  EXPECT_EQ(sub.Alloc(256, 3 * kMiB, &got), a);
+  // Not whole pages, or not handed out: refused, nothing changes.
+  sub.Free(a + 256, kMiB);
+  sub.Free(a, kMiB + 256);
+  sub.Free(b + 3 * kMiB, 2 * kMiB);  // runs past b's last page
+  sub.Free(a + 16 * kMiB, kMiB);     // never handed out
+  EXPECT_EQ(sub.invalid_frees(), 4u);
+  EXPECT_EQ(sub.bytes_in_use(), 4 * kMiB);  // [a, a + 3 MiB) and b's last
+  sub.Free(a, 4 * kMiB);                    // spans the hole before b's last
+  EXPECT_EQ(sub.invalid_frees(), 5u);
+  sub.Free(a, 3 * kMiB);
+  sub.Free(b + 3 * kMiB, kMiB);
+  EXPECT_EQ(sub.bytes_in_use(), 0u);
+  // With a gap (sim-cudamalloc) there are no pages.
+  o.gap_bytes = 256;
+  EXPECT_EQ(VirtualSubAllocator(64 * kMiB, o).PartialFreeBytes(), 0u);
+  o.gap_bytes = 0;
+  o.partial_free_bytes = 3000;  // not a power of two
+  EXPECT_EQ(VirtualSubAllocator(64 * kMiB, o).PartialFreeBytes(), 0u);
+}
+
 TEST(VirtualSubAllocatorTest, FreeWithRequestedSizeOfLastBlockIsAccepted) {
   VirtualSubAllocator sub(64 * kMiB);
   char* a = AllocOrNull(sub, 1000);  // rounds to 1024
