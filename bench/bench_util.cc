@@ -13,6 +13,8 @@
 
 #ifdef BFC_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "bfc/cuda_vmm_sub_allocator.h"
 #endif
 
 namespace bfc::bench {
@@ -24,12 +26,37 @@ size_t HeapBytes() {
 
 std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset,
                                          bool address_only) {
+  return MakeBfcPreset(limit, preset,
+                       address_only ? PresetBacking::kAddressOnly
+                                    : PresetBacking::kSimCudaMalloc);
+}
+
+std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset,
+                                         PresetBacking backing) {
   Allocator::Options options;
   if (!ApplyAllocatorPreset(options, preset).ok()) std::abort();
-  if (address_only) {
+  if (backing == PresetBacking::kAddressOnly) {
     return std::make_unique<Allocator>(
         std::make_unique<AddressOnlySubAllocator>(kMinAllocationSize), limit,
         "bench", options);
+  }
+  if (backing == PresetBacking::kPages) {
+    VirtualSubAllocator::Options pages;
+    pages.partial_free_bytes = size_t{2} << 20;
+    return std::make_unique<Allocator>(
+        std::make_unique<VirtualSubAllocator>(2 * limit, pages), limit, "bench",
+        options);
+  }
+  if (backing == PresetBacking::kVmm) {
+#ifdef BFC_HAVE_CUDA
+    CudaVmmSubAllocator::Options vmm;
+    vmm.address_bytes = 2 * limit;
+    auto sub = std::make_unique<CudaVmmSubAllocator>(0, vmm);
+    if (!sub->Availability().ok()) return nullptr;
+    return std::make_unique<Allocator>(std::move(sub), limit, "bench", options);
+#else
+    return nullptr;
+#endif
   }
   VirtualSubAllocator::Options no_merge;
   no_merge.supports_coalescing = false;

@@ -77,6 +77,16 @@ class AddressOnlySubAllocator : public SubAllocator {
 std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset,
                                          bool address_only = false);
 
+// Where MakeBfcPreset's regions come from: kSimCudaMalloc and kAddressOnly
+// as above; kPages, a coalescing VirtualSubAllocator of 2 MiB pages that
+// can be given back one by one (the vmm backend's model, with no driver
+// call); kVmm, CudaVmmSubAllocator on device 0 (the driver
+// BFC_CUDA_DRIVER_LIBRARY names: the fake one on a machine without a GPU).
+enum class PresetBacking { kSimCudaMalloc, kAddressOnly, kPages, kVmm };
+// nullptr when the backing is unavailable (kVmm without a driver).
+std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset,
+                                         PresetBacking backing);
+
 // `n` sizes log-uniform in [lo, hi].
 std::vector<size_t> LogUniformSizes(size_t n, size_t lo, size_t hi,
                                     uint64_t seed);

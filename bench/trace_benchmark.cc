@@ -12,7 +12,7 @@
 //                            passes over the iteration phases
 //   BM_Trace/NAME/glibc_warm, no_pool_warm, cudaMalloc_warm,
 //   cudaMallocAsync_warm     the same warm passes on the baselines
-//   BM_Trace/NAME/{cold,warm}_{tf,low_footprint}_{sim,addr}
+//   BM_Trace/NAME/{cold,warm}_{tf,low_footprint}_{sim,addr,pages,vmm}
 //                            bfc with each preset over regions that never
 //                            merge (as cudaMalloc's): the speed of the
 //                            presets compared in one run, with their
@@ -21,7 +21,12 @@
 //                            phases, "sub_calls/pass"). _sim: over the
 //                            simulated cudaMalloc, whose own bookkeeping is
 //                            timed too; _addr: over bare addresses, the
-//                            allocator's work alone
+//                            allocator's work alone; _pages: over 2 MiB
+//                            pages that merge and can be given back one by
+//                            one (the vmm backend's model, no driver);
+//                            _vmm: CudaVmmSubAllocator on the driver
+//                            BFC_CUDA_DRIVER_LIBRARY names (registered only
+//                            when one with virtual memory loads)
 //
 // Ops are pre-parsed; pointers are dense slot indices (no hashing in the
 // loop).
@@ -98,13 +103,16 @@ int64_t SubAllocatorCalls(const Allocator& a) {
 }
 
 void BM_TracePresetCold(benchmark::State& state, const PhasedTrace* t,
-                        const char* preset, bool address_only) {
+                        const char* preset, PresetBacking backing) {
   std::vector<void*> slots(t->all.num_slots, nullptr);
   int64_t peak_pool = 0, calls = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    std::unique_ptr<Allocator> a =
-        MakeBfcPreset(kTraceLimit, preset, address_only);
+    std::unique_ptr<Allocator> a = MakeBfcPreset(kTraceLimit, preset, backing);
+    if (a == nullptr) {
+      state.SkipWithError("backing unavailable");
+      return;
+    }
     BfcPool pool{a.get()};
     state.ResumeTiming();
     ReplayOps(t->all, pool, slots.data());
@@ -125,11 +133,14 @@ void BM_TracePresetCold(benchmark::State& state, const PhasedTrace* t,
 }
 
 void BM_TracePresetWarm(benchmark::State& state, const PhasedTrace* t,
-                        const char* preset, bool address_only) {
+                        const char* preset, PresetBacking backing) {
   std::vector<void*> setup_slots(t->all.num_slots, nullptr);
   std::vector<void*> slots(t->all.num_slots, nullptr);
-  std::unique_ptr<Allocator> a =
-      MakeBfcPreset(kTraceLimit, preset, address_only);
+  std::unique_ptr<Allocator> a = MakeBfcPreset(kTraceLimit, preset, backing);
+  if (a == nullptr) {
+    state.SkipWithError("backing unavailable");
+    return;
+  }
   BfcPool pool{a.get()};
   ReplayOps(t->prefix, pool, setup_slots.data());
   ReplayOps(t->iterations, pool, slots.data());  // warm-up pass
@@ -155,6 +166,10 @@ void BM_TracePresetWarm(benchmark::State& state, const PhasedTrace* t,
 
 // Called from main: registers one benchmark per trace and pool.
 void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
+  // The vmm rows need a CUDA driver with virtual memory (a GPU's, or the
+  // fake one through BFC_CUDA_DRIVER_LIBRARY).
+  const bool vmm_available = MakeBfcPreset(kMinAllocationSize << 12, "tf",
+                                           PresetBacking::kVmm) != nullptr;
   for (const PhasedTrace& t : traces) {
     const std::string base = "BM_Trace/" + t.name + "/";
     benchmark::RegisterBenchmark((base + "bfc_cold").c_str(), BM_TraceCold, &t);
@@ -172,14 +187,17 @@ void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
     // small stand-in for a real cudaMalloc's cost); _addr: over addresses
     // only, the allocator's own work.
     for (const char* preset : {"tf", "low_footprint"}) {
-      for (const auto& [suffix, address_only] :
-           {std::pair<const char*, bool>{"_sim", false}, {"_addr", true}}) {
+      for (const auto& [suffix, backing] :
+           {std::pair<const char*, PresetBacking>{
+                "_sim", PresetBacking::kSimCudaMalloc},
+            {"_addr", PresetBacking::kAddressOnly},
+            {"_pages", PresetBacking::kPages},
+            {"_vmm", PresetBacking::kVmm}}) {
+        if (backing == PresetBacking::kVmm && !vmm_available) continue;
         benchmark::RegisterBenchmark((base + "cold_" + preset + suffix).c_str(),
-                                     BM_TracePresetCold, &t, preset,
-                                     address_only);
+                                     BM_TracePresetCold, &t, preset, backing);
         benchmark::RegisterBenchmark((base + "warm_" + preset + suffix).c_str(),
-                                     BM_TracePresetWarm, &t, preset,
-                                     address_only);
+                                     BM_TracePresetWarm, &t, preset, backing);
       }
     }
   }
