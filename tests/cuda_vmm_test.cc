@@ -504,5 +504,31 @@ TEST_F(CudaVmmTest, DataSurvivesReleasesAroundItInBackedMode) {
   GetFake()->set_vmm_backed(0);
 }
 
+// Validate asks the sub-allocator too: a page unmapped behind the
+// allocator's back (here by calling the sub-allocator directly) is found.
+TEST_F(CudaVmmTest, ValidateFindsAMappedPageNoRegionHoldsOrTheReverse) {
+  auto owned = std::make_unique<CudaVmmSubAllocator>(0, SmallRange());
+  CudaVmmSubAllocator* sub = owned.get();
+  Allocator a(std::move(owned), 32 * kPage, "vmm", VmmOptions());
+  void* p = a.AllocateRaw(256, 3 * kPage);
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(a.Validate().ok()) << a.Validate();
+  CaptureLog log;
+  sub->Free(At(*sub, 2), kPage);  // the allocator still holds it
+  const absl::Status s = a.Validate();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not mapped"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("inside a region"));
+  // And a page mapped that no region holds.
+  size_t got = 0;
+  EXPECT_EQ(sub->Alloc(256, kPage, &got), At(*sub, 2));
+  ASSERT_TRUE(a.Validate().ok()) << a.Validate();
+  void* stray = sub->Alloc(256, kPage, &got);
+  ASSERT_NE(stray, nullptr);
+  EXPECT_THAT(std::string(a.Validate().message()), HasSubstr("in no region"));
+  sub->Free(stray, kPage);
+  a.DeallocateRaw(p);
+}
+
 }  // namespace
 }  // namespace bfc
