@@ -71,6 +71,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "fake_cuda_control.h"
@@ -635,8 +636,12 @@ FAKE_EXPORT CUresult cuMemGetAllocationGranularity(
   FAKE_ENTER("cuMemGetAllocationGranularity", true);
   if (granularity == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = CheckProp(s, prop); r != CUDA_SUCCESS) return r;
-  if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
-      option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+  // Read as its bytes: a caller may pass any integer, and loading one the
+  // enum does not name is undefined behaviour (UBSan's -fsanitize=enum).
+  std::underlying_type_t<CUmemAllocationGranularity_flags> raw;
+  std::memcpy(&raw, &option, sizeof raw);
+  if (raw != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+      raw != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   *granularity = s.vmm_granularity;
