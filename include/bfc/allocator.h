@@ -101,6 +101,12 @@
 
 namespace bfc {
 
+class Account;
+struct LeakedAllocation;
+namespace internal {
+struct AccountState;
+}  // namespace internal
+
 // kMinAllocationBits (8), kMinAllocationSize (256) and kNumBins (21) are
 // declared in bfc/internal/constants.h, included above.
 
@@ -118,6 +124,10 @@ struct AllocationAttributes {
   bool dedicated = false;
   // The stream that will use the memory (Allocator::AllocateOnStream).
   StreamId stream = kImplicitStream;
+  // Charge the allocation to this account (bfc/account.h; of this
+  // allocator), as Account::Allocate does: ResourceExhausted naming the
+  // account when one of its limits refuses it. Not owned.
+  Account* account = nullptr;
 };
 
 class Allocator {
@@ -139,6 +149,7 @@ class Allocator {
 
   // tests/allocator_validate_test.cc corrupts an allocator on purpose.
   friend class AllocatorTestPeer;
+  friend class Account;
 
   // TF-style calls. nullptr on failure; 0 bytes -> nullptr. Alignment: a
   // power of two; <= 256 gives 256-aligned memory, larger is honoured. Bad
@@ -731,6 +742,9 @@ class Allocator {
     int depth = 0;
     void* frames[32];
   };
+  // A recorded stack as "function" lines, the library's own frames dropped
+  // (reads ELF files: call without the lock).
+  static std::vector<std::string> SymbolizeSite(void* const* frames, int depth);
   // Captures the caller's stack for a new allocation (record_allocation_sites).
   void RecordAllocationSite(int64_t allocation_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -880,6 +894,58 @@ class Allocator {
     uint64_t recorded = 0;
   };
   std::unique_ptr<History> history_ ABSL_GUARDED_BY(mutex_);
+
+  // --- Accounts (bfc/account.h; src/core/allocator_accounts.cc) ------------
+  // Gives `st` an id (its tag) and lists it; its parent lists it as a child.
+  void RegisterAccountLocked(const std::shared_ptr<internal::AccountState>& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // AllocateOrFail's charge for `account` (checked: of this allocator, not
+  // closed), counting a refusal in its failures.
+  absl::Status ChargeForAllocationLocked(Account* account, size_t rounded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Charges `bytes` to `st` and, above each level's reservation, to its
+  // ancestors: all or nothing. ResourceExhausted (with the account-limit
+  // payload) naming the level whose limit refuses it.
+  absl::Status ChargeAccountLocked(internal::AccountState* st, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CreditAccountLocked(internal::AccountState* st, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Account::TransferOwnership: the in-use chunk at `ptr`, charged to
+  // `from`, charged to `to` instead (all or nothing).
+  absl::Status TransferChunkLocked(void* ptr, internal::AccountState* from,
+                                   internal::AccountState* to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Records that the in-use chunk at `ptr` is charged to `st`.
+  void TagChunkLocked(void* ptr, internal::AccountState* st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The account in-use chunk `h` is charged to, or nullptr.
+  internal::AccountState* ChunkAccountLocked(ChunkHandle h) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return h < chunk_account_.size() && chunk_account_[h] != 0
+               ? accounts_[chunk_account_[h]].get()
+               : nullptr;
+  }
+  // MarkFree's part: credits the account of the chunk being freed.
+  void CreditFreedChunkLocked(ChunkHandle h)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The allocations charged to `st` now, oldest first, with their sites.
+  std::vector<LeakedAllocation> ChargedAllocations(
+      const internal::AccountState* st) const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Drops a closed account with nothing charged (and its id).
+  void MaybeForgetAccountLocked(internal::AccountState* st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sum of charges = tagged chunks, tags only on in-use chunks, each level's
+  // use = own + children's max(reservation, use).
+  absl::Status ValidateAccountsLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Accounts by id (0: none); ids of forgotten accounts are reused.
+  std::vector<std::shared_ptr<internal::AccountState>> accounts_
+      ABSL_GUARDED_BY(mutex_);
+  std::vector<uint32_t> free_account_ids_ ABSL_GUARDED_BY(mutex_);
+  // A column of the chunk table: the account id of in-use chunk h (0: none).
+  // Sized on first use, so an allocator without accounts pays nothing.
+  std::vector<uint32_t> chunk_account_ ABSL_GUARDED_BY(mutex_);
+  bool accounts_on_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace bfc

@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "bfc/account.h"
+#include "core/internal/account_state.h"
 #include "bfc/internal/check.h"
 #include "bfc/internal/constants.h"
 #include "bfc/log.h"
@@ -449,10 +451,36 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
     }
     slot = *s;
   }
+  // An account is charged first (what a limit refuses never touches the
+  // pool) and credited again if the allocation fails.
+  internal::AccountState* account = nullptr;
+  if (ABSL_PREDICT_FALSE(attr.account != nullptr)) {
+    absl::Status charged = ChargeForAllocationLocked(attr.account, rounded);
+    if (!charged.ok()) {
+      if (failure != nullptr) *failure = std::move(charged);
+      MaybeValidate("Allocate (account limit)");
+      return nullptr;
+    }
+    account = attr.account->state_.get();
+  }
+  absl::Cleanup uncharge = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (account != nullptr) {
+      CreditAccountLocked(account, static_cast<int64_t>(rounded));
+      MaybeForgetAccountLocked(account);
+    }
+  };
+  // Success: the chunk carries the charge from now on.
+  auto charged = [&](void* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (account != nullptr) {
+      TagChunkLocked(p, account);
+      account = nullptr;  // the cleanup has nothing to undo
+    }
+    return p;
+  };
   alloc_stream_ = slot;
   alloc_freed_before_ = freed_before;
   void* ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
-  if (ptr != nullptr) return ptr;
+  if (ptr != nullptr) return charged(ptr);
   absl::Status cause = FailureCauseLocked();
   // Waiting helps only when another thread can make room: by a free or a
   // release of memory this allocator holds. It cannot when the pool is empty
@@ -484,7 +512,7 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
       alloc_stream_ = slot;  // another thread's call may have set them
       alloc_freed_before_ = freed_before;
       ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
-      if (ptr != nullptr) return ptr;
+      if (ptr != nullptr) return charged(ptr);
       cause = FailureCauseLocked();
     }
   }
@@ -1756,6 +1784,34 @@ absl::Status Allocator::FreeOnStream(void* ptr, StreamId stream,
   return absl::OkStatus();
 }
 
+absl::Status Allocator::TransferChunkLocked(void* ptr,
+                                            internal::AccountState* from,
+                                            internal::AccountState* to) {
+  const ChunkHandle h = InUseChunk(ptr);
+  if (h == kInvalidChunkHandle || ChunkAccountLocked(h) != from) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "TransferOwnership: %p is not an allocation charged to account '%s'",
+        ptr, from->path));
+  }
+  if (to->closed) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("TransferOwnership: account '%s' is closed", to->path));
+  }
+  if (to == from) return absl::OkStatus();
+  const int64_t bytes =
+      static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
+  if (absl::Status s = ChargeAccountLocked(to, bytes); !s.ok()) return s;
+  CreditAccountLocked(from, bytes);
+  from->own.fetch_sub(bytes, std::memory_order_relaxed);
+  from->live.fetch_sub(1, std::memory_order_relaxed);
+  chunk_account_[h] = to->id;
+  to->own.fetch_add(bytes, std::memory_order_relaxed);
+  to->live.fetch_add(1, std::memory_order_relaxed);
+  MaybeForgetAccountLocked(from);
+  MaybeValidate("TransferOwnership");
+  return absl::OkStatus();
+}
+
 absl::Status Allocator::RecordStreamUse(void* ptr, StreamId stream) {
   internal::MutexLock lock(&mutex_);
   const ChunkHandle h = InUseChunk(ptr);
@@ -1964,6 +2020,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::MarkFree(ChunkHandle h) {
     RecordEvent(MemoryEvent::Action::kFree, AddressOf(c.ptr), c.size,
                 c.requested_size, c.allocation_id);
   }
+  if (ABSL_PREDICT_FALSE(accounts_on_)) CreditFreedChunkLocked(h);
   c.allocation_id = -1;
   c.requested_size = 0;
 }

@@ -37,7 +37,11 @@ using internal::kInvalidChunkHandle;
 // front of it) say nothing about who allocated; they are dropped from the top
 // of a site so that site[0] is the caller.
 bool IsAllocatorFrame(const std::string& symbol) {
-  return absl::StartsWith(symbol, "bfc::Allocator::");
+  // Accounts and buffers allocate through the allocator: their frames are
+  // the library's too.
+  return absl::StartsWith(symbol, "bfc::Allocator::") ||
+         absl::StartsWith(symbol, "bfc::Account::") ||
+         absl::StartsWith(symbol, "bfc::Buffer::");
 }
 
 // Symbolizes program counters, caching per address: a dump of 100k chunks
@@ -74,6 +78,12 @@ class Symbolizer {
 };
 
 }  // namespace
+
+std::vector<std::string> Allocator::SymbolizeSite(void* const* frames,
+                                                  int depth) {
+  Symbolizer symbolizer;
+  return symbolizer.Site(frames, depth);
+}
 
 void Allocator::RecordAllocationSite(int64_t allocation_id) {
   RawStack& stack = sites_[allocation_id];

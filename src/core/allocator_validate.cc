@@ -395,6 +395,9 @@ absl::Status Allocator::ValidateLocked() const {
                 *stats_.pool_bytes);
   }
   if (absl::Status st = ValidateStreamsLocked(); !st.ok()) return st;
+  if (accounts_on_) {
+    if (absl::Status st = ValidateAccountsLocked(); !st.ok()) return st;
+  }
   if (sub_allocator_ != nullptr) {
     std::vector<std::pair<uintptr_t, uintptr_t>> held;
     held.reserve(region_manager_.regions().size());

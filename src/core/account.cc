@@ -1,0 +1,394 @@
+// File: src/core/account.cc
+// -----------------------------------------------------------------------------
+//
+// Accounts and buffers (bfc/account.h). Lifecycle changes (create, close)
+// and charges run under the allocator's mutex; stats read the counters
+// without it.
+#include "bfc/account.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bfc/internal/bin.h"
+#include "bfc/log.h"
+#include "bfc/units.h"
+#include "core/internal/account_state.h"
+
+namespace bfc {
+
+extern const char kAccountLimitPayload[];
+
+namespace {
+
+using internal::AccountState;
+
+std::string Bytes(int64_t n) {
+  return HumanReadableBytes(static_cast<uint64_t>(std::max<int64_t>(n, 0)));
+}
+
+std::string Limit(int64_t n) {
+  return n == kNoAccountLimit ? std::string("none") : Bytes(n);
+}
+
+absl::Status CheckOptions(const AccountOptions& o) {
+  if (o.name.empty() || o.name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "account name \"%s\" must be non-empty and have no '/'", o.name));
+  }
+  if (o.limit_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "account '%s': limit_bytes %d is negative", o.name, o.limit_bytes));
+  }
+  if (o.reservation_bytes < 0 || o.reservation_bytes > o.limit_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "account '%s': reservation_bytes %d must be in [0, limit_bytes %d]",
+        o.name, o.reservation_bytes, o.limit_bytes));
+  }
+  return absl::OkStatus();
+}
+
+bool IsLimitRefusal(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kResourceExhausted &&
+         s.GetPayload(kAccountLimitPayload).has_value();
+}
+
+}  // namespace
+
+Account::Account(PrivateTag, Allocator* allocator,
+                 std::shared_ptr<AccountState> state,
+                 std::shared_ptr<Account> parent, AccountOptions options)
+    : allocator_(allocator),
+      state_(std::move(state)),
+      parent_(std::move(parent)),
+      options_(std::move(options)) {}
+
+absl::StatusOr<std::shared_ptr<Account>> Account::CreateRoot(
+    Allocator* allocator, AccountOptions options) {
+  if (allocator == nullptr) {
+    return absl::InvalidArgumentError("Account::CreateRoot: no allocator");
+  }
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  if (options.reservation_bytes != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "root account '%s': a root has no parent to reserve from "
+        "(reservation_bytes %d)",
+        options.name, options.reservation_bytes));
+  }
+  auto st = std::make_shared<AccountState>();
+  st->allocator = allocator;
+  st->name = options.name;
+  st->path = options.name;
+  st->limit = options.limit_bytes;
+  auto account = std::make_shared<Account>(PrivateTag(), allocator, st, nullptr,
+                                           std::move(options));
+  internal::MutexLock lock(&allocator->mutex_);
+  allocator->RegisterAccountLocked(st);
+  st->handle = account.get();
+  return account;
+}
+
+absl::StatusOr<std::shared_ptr<Account>> Account::CreateChild(
+    AccountOptions options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  auto st = std::make_shared<AccountState>();
+  st->allocator = allocator_;
+  st->name = options.name;
+  st->path = absl::StrCat(state_->path, "/", options.name);
+  st->limit = options.limit_bytes;
+  st->parent = state_;
+  internal::MutexLock lock(&allocator_->mutex_);
+  if (state_->closed) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "account '%s' is closed: no new children", state_->path));
+  }
+  for (const AccountState* c : state_->children) {
+    if (!c->closed && c->name == options.name) {
+      return absl::AlreadyExistsError(
+          absl::StrFormat("account '%s' already exists", st->path));
+    }
+  }
+  if (options.reservation_bytes > 0) {
+    absl::Status s = allocator_->ChargeAccountLocked(state_.get(),
+                                                     options.reservation_bytes);
+    if (!s.ok()) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("account '%s': cannot reserve %s: %s", st->path,
+                          Bytes(options.reservation_bytes), s.message()));
+    }
+    st->reservation.store(options.reservation_bytes);
+  }
+  auto account = std::make_shared<Account>(
+      PrivateTag(), allocator_, st, shared_from_this(), std::move(options));
+  allocator_->RegisterAccountLocked(st);
+  st->handle = account.get();
+  return account;
+}
+
+Account::~Account() {
+  (void)CloseImpl(/*from_destructor=*/true);
+  internal::MutexLock lock(&allocator_->mutex_);
+  state_->handle = nullptr;
+  allocator_->MaybeForgetAccountLocked(state_.get());
+}
+
+absl::StatusOr<void*> Account::Allocate(size_t num_bytes, size_t alignment,
+                                        const AllocationAttributes& attr) {
+  AllocationAttributes charged = attr;
+  charged.account = this;
+  absl::StatusOr<void*> p = allocator_->Allocate(num_bytes, alignment, charged);
+  if (p.ok() || !IsLimitRefusal(p.status()) || !options_.on_limit_exceeded) {
+    return p;
+  }
+  // No lock is held here: the callback may free (or allocate) anything.
+  if (!options_.on_limit_exceeded(*this, num_bytes)) return p;
+  return allocator_->Allocate(num_bytes, alignment, charged);
+}
+
+absl::Status Account::Deallocate(void* ptr) {
+  return allocator_->Deallocate(ptr);
+}
+
+absl::Status Account::TransferOwnership(void* ptr, Account& to) {
+  if (to.allocator_ != allocator_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "TransferOwnership from '%s' to '%s': the accounts are on different "
+        "allocators",
+        path(), to.path()));
+  }
+  internal::MutexLock lock(&allocator_->mutex_);
+  return allocator_->TransferChunkLocked(ptr, state_.get(), to.state_.get());
+}
+
+AccountStats Account::GetStats() const {
+  const AccountState& s = *state_;
+  AccountStats out;
+  out.bytes_in_use = s.used.load(std::memory_order_relaxed);
+  out.own_bytes = s.own.load(std::memory_order_relaxed);
+  out.peak_bytes_in_use = s.peak.load(std::memory_order_relaxed);
+  out.allocations = s.allocations.load(std::memory_order_relaxed);
+  out.frees = s.frees.load(std::memory_order_relaxed);
+  out.failures = s.failures.load(std::memory_order_relaxed);
+  out.live_allocations = s.live.load(std::memory_order_relaxed);
+  out.limit_bytes = s.limit;
+  out.reservation_bytes = s.reservation.load(std::memory_order_relaxed);
+  // What a charge of n here could add, H(a) = min(limit - used, slack +
+  // H(parent)) with slack = what is left of a's reservation: computed from
+  // the root down, saturating at kNoAccountLimit.
+  std::vector<const AccountState*> chain;
+  for (const AccountState* a = &s; a != nullptr; a = a->parent.get()) {
+    chain.push_back(a);
+  }
+  int64_t headroom = kNoAccountLimit;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const AccountState* a = *it;
+    const int64_t used = a->used.load(std::memory_order_relaxed);
+    const int64_t room = a->limit == kNoAccountLimit
+                             ? kNoAccountLimit
+                             : std::max<int64_t>(a->limit - used, 0);
+    const int64_t slack = std::max<int64_t>(
+        a->reservation.load(std::memory_order_relaxed) - used, 0);
+    const int64_t via_parent =
+        headroom > kNoAccountLimit - slack ? kNoAccountLimit : slack + headroom;
+    headroom = std::min(room, via_parent);
+  }
+  out.headroom_bytes = headroom;
+  return out;
+}
+
+void Account::ResetPeak() {
+  internal::MutexLock lock(&allocator_->mutex_);
+  state_->peak.store(state_->used.load());
+}
+
+bool Account::closed() const {
+  internal::MutexLock lock(&allocator_->mutex_);
+  return state_->closed;
+}
+
+const std::string& Account::path() const { return state_->path; }
+const std::string& Account::name() const { return state_->name; }
+
+std::vector<LeakedAllocation> Account::Leaks() const {
+  return allocator_->ChargedAllocations(state_.get());
+}
+
+absl::Status Account::Close() { return CloseImpl(/*from_destructor=*/false); }
+
+absl::Status Account::CloseImpl(bool from_destructor) {
+  {
+    internal::MutexLock lock(&allocator_->mutex_);
+    AccountState& s = *state_;
+    if (!s.closed) {
+      std::vector<std::string> open;
+      for (const AccountState* c : s.children) {
+        if (!c->closed) open.push_back(c->path);
+      }
+      if (!open.empty()) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "account '%s' cannot close: %d children are open (%s)", s.path,
+            open.size(), absl::StrJoin(open, ", ")));
+      }
+      s.closed = true;
+      // The reservation goes back to the parent; what is still charged
+      // here (leaks) stays charged up the chain until it is freed.
+      const int64_t reservation = s.reservation.exchange(0);
+      const int64_t used = s.used.load();
+      if (s.parent != nullptr && reservation > used) {
+        allocator_->CreditAccountLocked(s.parent.get(), reservation - used);
+      }
+      allocator_->MaybeValidate("Account::Close");
+    }
+  }
+  std::vector<LeakedAllocation> leaks = Leaks();
+  if (leaks.empty()) return absl::OkStatus();
+  int64_t bytes = 0;
+  for (const LeakedAllocation& l : leaks) {
+    bytes += static_cast<int64_t>(l.allocation.size);
+  }
+  std::string report = absl::StrFormat(
+      "account '%s' closed with %d allocation(s) still charged to it (%s); "
+      "they are not freed:",
+      path(), leaks.size(), Bytes(bytes));
+  // Grouped by site when sites were recorded (the same line of code leaking
+  // in a loop is one entry), else one line each; at most 20 lines.
+  std::vector<std::pair<std::string, std::vector<const LeakedAllocation*>>>
+      groups;
+  for (const LeakedAllocation& l : leaks) {
+    // The site is the innermost caller outside the library (frames beyond
+    // it depend on how the caller's callers were compiled).
+    const std::string key =
+        l.allocation.site.empty() ? std::string() : l.allocation.site.front();
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == key; });
+    if (key.empty() || it == groups.end()) {
+      groups.push_back({key, {&l}});
+    } else {
+      it->second.push_back(&l);
+    }
+  }
+  for (size_t i = 0; i < groups.size() && i < 20; ++i) {
+    const LeakedAllocation& l = *groups[i].second.front();
+    absl::StrAppendFormat(
+        &report, "\n  %#x: %d bytes (asked %d), id %d, %d allocations ago",
+        l.allocation.address, l.allocation.size, l.allocation.requested_size,
+        l.allocation.allocation_id, l.age_in_allocations);
+    if (groups[i].second.size() > 1) {
+      absl::StrAppendFormat(&report, " (and %d more from this site)",
+                            groups[i].second.size() - 1);
+    }
+    if (!groups[i].first.empty()) {
+      absl::StrAppend(&report, "\n    at ", groups[i].first);
+    }
+  }
+  if (groups.size() > 20) {
+    absl::StrAppendFormat(&report, "\n  ... %d more", groups.size() - 20);
+  }
+  if (from_destructor) Log(LogSeverity::kWarning, report);
+  return absl::FailedPreconditionError(report);
+}
+
+std::string Account::DebugString(bool children) const {
+  const AccountStats st = GetStats();
+  std::string out = absl::StrFormat(
+      "%s: %s in use (peak %s, own %s in %d allocations) of limit %s, "
+      "reservation %s, headroom %s%s",
+      path(), Bytes(st.bytes_in_use), Bytes(st.peak_bytes_in_use),
+      Bytes(st.own_bytes), st.live_allocations, Limit(st.limit_bytes),
+      Bytes(st.reservation_bytes), Limit(st.headroom_bytes),
+      closed() ? " (closed)" : "");
+  if (!children) return out;
+  std::vector<std::pair<int, std::string>> lines;
+  {
+    internal::MutexLock lock(&allocator_->mutex_);
+    std::vector<std::pair<int, const AccountState*>> stack;
+    for (auto it = state_->children.rbegin(); it != state_->children.rend();
+         ++it) {
+      stack.emplace_back(1, *it);
+    }
+    while (!stack.empty()) {
+      auto [depth, a] = stack.back();
+      stack.pop_back();
+      lines.emplace_back(depth,
+                         absl::StrFormat("%s: %s in use of limit %s%s", a->path,
+                                         Bytes(a->used.load()), Limit(a->limit),
+                                         a->closed ? " (closed)" : ""));
+      for (auto it = a->children.rbegin(); it != a->children.rend(); ++it) {
+        stack.emplace_back(depth + 1, *it);
+      }
+    }
+  }
+  for (const auto& [depth, line] : lines) {
+    absl::StrAppend(&out, "\n", std::string(2 * depth, ' '), line);
+  }
+  return out;
+}
+
+// --- Buffer
+// --------------------------------------------------------------------
+
+absl::StatusOr<Buffer> Buffer::Allocate(const std::shared_ptr<Account>& account,
+                                        size_t num_bytes, size_t alignment) {
+  if (account == nullptr) {
+    return absl::InvalidArgumentError("Buffer::Allocate: no account");
+  }
+  absl::StatusOr<void*> p = account->Allocate(num_bytes, alignment);
+  if (!p.ok()) return p.status();
+  return Buffer(*p, num_bytes, account);
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      account_(std::move(other.account_)) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    account_ = std::move(other.account_);
+  }
+  return *this;
+}
+
+Buffer::~Buffer() { Reset(); }
+
+void Buffer::Reset() {
+  if (ptr_ == nullptr) return;
+  // Its own account is credited by the free, whichever account it is now.
+  absl::Status s = account_->allocator()->Deallocate(ptr_);
+  if (!s.ok()) {
+    Log(LogSeverity::kError, absl::StrCat("Buffer: ", s.message()));
+  }
+  ptr_ = nullptr;
+  size_ = 0;
+  account_.reset();
+}
+
+void* Buffer::Release() {
+  account_.reset();
+  size_ = 0;
+  return std::exchange(ptr_, nullptr);
+}
+
+std::shared_ptr<const Buffer> Buffer::Share(Buffer&& buffer) {
+  return std::make_shared<const Buffer>(std::move(buffer));
+}
+
+absl::Status TransferOwnership(Buffer& buffer,
+                               const std::shared_ptr<Account>& to) {
+  if (buffer.ptr_ == nullptr || to == nullptr) {
+    return absl::InvalidArgumentError(
+        "TransferOwnership: an empty buffer or no account");
+  }
+  absl::Status s = buffer.account_->TransferOwnership(buffer.ptr_, *to);
+  if (s.ok()) buffer.account_ = to;
+  return s;
+}
+
+}  // namespace bfc

@@ -1,0 +1,259 @@
+// File: src/core/allocator_accounts.cc
+// -----------------------------------------------------------------------------
+//
+// The Allocator's side of accounts (bfc/account.h): charging up the tree,
+// crediting on free through the chunk's tag, and the checks Validate runs.
+// Every function here runs under the allocator's mutex, so charges are
+// serial: a charge checks every level before it changes any (no undo, no
+// transient overshoot that could refuse a concurrent charge), and the
+// atomics only let readers see the counters without the lock.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bfc/account.h"
+#include "bfc/allocator.h"
+#include "bfc/internal/bin.h"
+#include "bfc/units.h"
+#include "core/internal/account_state.h"
+
+namespace bfc {
+namespace {
+
+using internal::AccountState;
+using internal::kInvalidChunkHandle;
+using internal::RoundedBytes;
+
+int64_t Above(int64_t used, int64_t reservation) {
+  return used > reservation ? used - reservation : 0;
+}
+
+std::string Bytes(int64_t n) {
+  return HumanReadableBytes(static_cast<uint64_t>(std::max<int64_t>(n, 0)));
+}
+
+}  // namespace
+
+// The payload that marks a refusal by an account limit (Account::Allocate
+// retries once through the callback on it).
+extern const char kAccountLimitPayload[];
+const char kAccountLimitPayload[] = "bfc.account_limit";
+
+void Allocator::RegisterAccountLocked(const std::shared_ptr<AccountState>& st) {
+  if (accounts_.empty()) accounts_.emplace_back();  // id 0: no account
+  uint32_t id;
+  if (!free_account_ids_.empty()) {
+    id = free_account_ids_.back();
+    free_account_ids_.pop_back();
+    accounts_[id] = st;
+  } else {
+    id = static_cast<uint32_t>(accounts_.size());
+    accounts_.push_back(st);
+  }
+  st->id = id;
+  if (st->parent != nullptr) st->parent->children.push_back(st.get());
+  accounts_on_ = true;
+}
+
+absl::Status Allocator::ChargeForAllocationLocked(Account* account,
+                                                  size_t rounded) {
+  AccountState* st = account->state_.get();
+  if (st->allocator != this) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Allocator '%s': account '%s' belongs to another allocator", name_,
+        st->path));
+  }
+  if (st->closed) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("account '%s' is closed", st->path));
+  }
+  absl::Status s = ChargeAccountLocked(st, static_cast<int64_t>(rounded));
+  if (!s.ok()) st->failures.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+absl::Status Allocator::ChargeAccountLocked(AccountState* st, int64_t bytes) {
+  // Check every level first: what each adds is what the level below adds
+  // beyond its reservation.
+  int64_t amount = bytes;
+  for (AccountState* a = st; a != nullptr && amount > 0; a = a->parent.get()) {
+    const int64_t used = a->used.load(std::memory_order_relaxed);
+    if (amount > a->limit - used) {
+      std::string children;
+      std::vector<std::pair<int64_t, const AccountState*>> kids;
+      for (const AccountState* c : a->children) {
+        kids.emplace_back(std::max(c->used.load(), c->reservation.load()), c);
+      }
+      std::sort(kids.begin(), kids.end(),
+                [](const auto& x, const auto& y) { return x.first > y.first; });
+      for (size_t i = 0; i < kids.size() && i < 3; ++i) {
+        absl::StrAppend(&children, i == 0 ? "; largest children: " : ", ", "'",
+                        kids[i].second->path, "' ", Bytes(kids[i].first));
+      }
+      absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
+          "account '%s': charging %s (%d bytes) would pass the limit of "
+          "account '%s': %s in use of %s (own allocations %s)%s",
+          st->path, Bytes(bytes), bytes, a->path, Bytes(used), Bytes(a->limit),
+          Bytes(a->own.load()), children));
+      s.SetPayload(kAccountLimitPayload, absl::Cord(a->path));
+      return s;
+    }
+    amount = Above(used + amount, a->reservation) - Above(used, a->reservation);
+  }
+  amount = bytes;
+  for (AccountState* a = st; a != nullptr && amount > 0; a = a->parent.get()) {
+    // Compare-and-swap, as a charge without the lock would need; under the
+    // lock it succeeds at once.
+    int64_t used = a->used.load(std::memory_order_relaxed);
+    while (!a->used.compare_exchange_weak(used, used + amount,
+                                          std::memory_order_relaxed)) {
+    }
+    const int64_t now = used + amount;
+    if (now > a->peak.load(std::memory_order_relaxed)) {
+      a->peak.store(now, std::memory_order_relaxed);
+    }
+    amount = Above(now, a->reservation) - Above(used, a->reservation);
+  }
+  return absl::OkStatus();
+}
+
+void Allocator::CreditAccountLocked(AccountState* st, int64_t bytes) {
+  int64_t amount = bytes;
+  for (AccountState* a = st; a != nullptr && amount > 0; a = a->parent.get()) {
+    const int64_t used = a->used.fetch_sub(amount, std::memory_order_relaxed);
+    amount = Above(used, a->reservation) - Above(used - amount, a->reservation);
+  }
+}
+
+void Allocator::TagChunkLocked(void* ptr, AccountState* st) {
+  const ChunkHandle h = region_manager_.get_handle(ptr);
+  BFC_DCHECK(h != kInvalidChunkHandle);
+  if (h >= chunk_account_.size()) {
+    chunk_account_.resize(std::max<size_t>(h + 1, chunks_.capacity()), 0);
+  }
+  chunk_account_[h] = st->id;
+  st->own.fetch_add(
+      static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size)),
+      std::memory_order_relaxed);
+  st->allocations.fetch_add(1, std::memory_order_relaxed);
+  st->live.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Allocator::CreditFreedChunkLocked(ChunkHandle h) {
+  AccountState* st = ChunkAccountLocked(h);
+  if (st == nullptr) return;
+  chunk_account_[h] = 0;
+  const int64_t bytes =
+      static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
+  st->own.fetch_sub(bytes, std::memory_order_relaxed);
+  st->frees.fetch_add(1, std::memory_order_relaxed);
+  st->live.fetch_sub(1, std::memory_order_relaxed);
+  CreditAccountLocked(st, bytes);
+  MaybeForgetAccountLocked(st);
+}
+
+void Allocator::MaybeForgetAccountLocked(AccountState* st) {
+  // A closed account goes once nothing is charged to it; its parent may
+  // then go too (a closed parent kept alive by this child's leaks).
+  while (st != nullptr && st->closed && st->handle == nullptr &&
+         st->used.load(std::memory_order_relaxed) == 0 &&
+         st->children.empty() && st->id != 0) {
+    AccountState* parent = st->parent.get();
+    if (parent != nullptr) {
+      auto& kids = parent->children;
+      kids.erase(std::remove(kids.begin(), kids.end(), st), kids.end());
+    }
+    const uint32_t id = st->id;
+    st->id = 0;
+    free_account_ids_.push_back(id);
+    // Last: this may destroy `st` (the parent stays: `parent` is held by
+    // other states or handles, or checked next).
+    std::shared_ptr<AccountState> keep = std::move(accounts_[id]);
+    st = parent;
+  }
+}
+
+std::vector<LeakedAllocation> Allocator::ChargedAllocations(
+    const AccountState* st) const {
+  std::vector<LeakedAllocation> out;
+  std::vector<RawStack> raw;
+  {
+    internal::MutexLock lock(&mutex_);
+    for (ChunkHandle h = 0; h < chunk_account_.size(); ++h) {
+      if (ChunkAccountLocked(h) != st) continue;
+      const internal::Chunk& c = chunks_[h];
+      LeakedAllocation l;
+      l.allocation = {c.addr(), c.size, c.requested_size, c.allocation_id, {}};
+      l.age_in_allocations = next_allocation_id_ - 1 - c.allocation_id;
+      out.push_back(std::move(l));
+      auto it = sites_.find(c.allocation_id);
+      raw.push_back(it != sites_.end() ? it->second : RawStack());
+    }
+  }
+  // Symbolizing reads ELF files: without the lock.
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].allocation.site = SymbolizeSite(raw[i].frames, raw[i].depth);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const LeakedAllocation& x, const LeakedAllocation& y) {
+              return x.allocation.allocation_id < y.allocation.allocation_id;
+            });
+  return out;
+}
+
+absl::Status Allocator::ValidateAccountsLocked() const {
+  auto fail = [&](auto&&... parts) {
+    return absl::InternalError(
+        absl::StrCat("Allocator '", name_, "' accounts: ", parts...));
+  };
+  std::vector<int64_t> own(accounts_.size(), 0), live(accounts_.size(), 0);
+  for (ChunkHandle h = 0; h < chunk_account_.size(); ++h) {
+    const uint32_t id = chunk_account_[h];
+    if (id == 0) continue;
+    if (id >= accounts_.size() || accounts_[id] == nullptr) {
+      return fail("chunk ", h, " is tagged with unknown account ", id);
+    }
+    if (h >= chunks_.capacity() || !chunks_[h].in_use()) {
+      return fail("chunk ", h, " is tagged with account '", accounts_[id]->path,
+                  "' but is not in use");
+    }
+    own[id] += static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
+    ++live[id];
+  }
+  for (size_t id = 1; id < accounts_.size(); ++id) {
+    const AccountState* a = accounts_[id].get();
+    if (a == nullptr) continue;
+    if (a->id != id) return fail("account '", a->path, "' has id ", a->id);
+    if (a->own.load() != own[id] || a->live.load() != live[id]) {
+      return fail("account '", a->path, "' counts ", a->own.load(),
+                  " bytes in ", a->live.load(),
+                  " allocations; its tagged chunks hold ", own[id], " in ",
+                  live[id]);
+    }
+    int64_t expected = own[id];
+    for (const AccountState* c : a->children) {
+      if (c->parent.get() != a) {
+        return fail("account '", c->path, "' is listed under '", a->path,
+                    "' but is not its child");
+      }
+      expected += std::max(c->used.load(), c->reservation.load());
+    }
+    if (a->used.load() != expected) {
+      return fail("account '", a->path, "' has ", a->used.load(),
+                  " bytes in use; its allocations and children add up to ",
+                  expected);
+    }
+    if (a->used.load() > a->limit) {
+      return fail("account '", a->path, "' is over its limit: ", a->used.load(),
+                  " > ", a->limit);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bfc

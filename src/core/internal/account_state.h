@@ -1,0 +1,59 @@
+// File: src/core/internal/account_state.h
+// -----------------------------------------------------------------------------
+//
+// The state behind a bfc::Account (bfc/account.h), shared by the Account
+// handle, its children and the Allocator, which credits it on every free of
+// an allocation charged to it -- after the handle is gone too. Internal: not
+// part of the API.
+//
+// Thread safety: the counters are atomics, written only under the owning
+// allocator's mutex (so charges are serial) and read from anywhere; the rest
+// is guarded by that mutex.
+#ifndef BFC_CORE_INTERNAL_ACCOUNT_STATE_H_
+#define BFC_CORE_INTERNAL_ACCOUNT_STATE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bfc {
+
+class Account;
+class Allocator;
+
+namespace internal {
+
+struct AccountState {
+  const Allocator* allocator = nullptr;
+  std::string path;
+  std::string name;
+  std::shared_ptr<AccountState> parent;  // nullptr for a root
+  uint32_t id = 0;                       // the allocator's tag; 0 = none
+  int64_t limit = 0;
+  // The quota this account holds of its parent; 0 once closed, so that what
+  // is still charged here (leaks) counts in full up the chain.
+  std::atomic<int64_t> reservation{0};
+
+  // Charged to the subtree: own allocations + for each child max(its
+  // reservation, its bytes_in_use).
+  std::atomic<int64_t> used{0};
+  std::atomic<int64_t> own{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> allocations{0};
+  std::atomic<int64_t> frees{0};
+  std::atomic<int64_t> failures{0};
+  std::atomic<int64_t> live{0};
+
+  // Guarded by the allocator's mutex.
+  bool closed = false;
+  Account* handle = nullptr;  // nullptr once the handle is gone
+  // Registered children (open, or closed with something still charged).
+  std::vector<AccountState*> children;
+};
+
+}  // namespace internal
+}  // namespace bfc
+
+#endif  // BFC_CORE_INTERNAL_ACCOUNT_STATE_H_

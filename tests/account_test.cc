@@ -1,0 +1,429 @@
+// File: tests/account_test.cc
+// -----------------------------------------------------------------------------
+//
+// Accounts and buffers (bfc/account.h): limits at each level, reservations
+// and headroom, close and the leak list, late frees, transfer, shared
+// buffers, the limit callback, tags through splits and merges, and a
+// concurrent stress at the limit. Every test ends in Validate(), which
+// checks the charges against the tagged chunks.
+#include "bfc/account.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "bfc/allocator.h"
+#include "bfc/log.h"
+#include "bfc/units.h"
+#include "bfc/virtual_sub_allocator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bfc {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<Allocator> MakeAllocator(bool sites = false) {
+  Allocator::Options o;
+  o.record_allocation_sites = sites;
+  o.allow_retry_on_failure = false;
+  return std::make_unique<Allocator>(
+      std::make_unique<VirtualSubAllocator>(size_t{64} << 30), size_t{16} << 30,
+      "accounts", o);
+}
+
+AccountOptions Named(std::string name, int64_t limit = kNoAccountLimit,
+                     int64_t reservation = 0) {
+  AccountOptions o;
+  o.name = std::move(name);
+  o.limit_bytes = limit;
+  o.reservation_bytes = reservation;
+  return o;
+}
+
+// Keeps expected warnings (leaks logged by a destructor) out of the output.
+class QuietLog {
+ public:
+  QuietLog()
+      : previous_(SetLogSink([this](LogSeverity, std::string_view m) {
+          all_ += std::string(m) + "\n";
+        })) {}
+  ~QuietLog() { SetLogSink(previous_); }
+  const std::string& all() const { return all_; }
+
+ private:
+  std::string all_;
+  LogSink previous_;
+};
+
+class AccountTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Allocator> alloc_ = MakeAllocator();
+  void TearDown() override {
+    EXPECT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  }
+};
+
+TEST_F(AccountTest, LimitsHoldAtEachLevel) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 10 * kMiB));
+  auto child = *root->CreateChild(Named("child", 4 * kMiB));
+  auto leaf = *child->CreateChild(Named("leaf"));
+  auto other = *root->CreateChild(Named("other"));
+  EXPECT_EQ(leaf->path(), "root/child/leaf");
+  void* a = *leaf->Allocate(3 * kMiB);
+  // 3 + 2 MiB passes child's 4 MiB: refused, naming it, nothing charged.
+  absl::StatusOr<void*> b = leaf->Allocate(2 * kMiB);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(b.status().message()),
+              HasSubstr("would pass the limit of account 'root/child'"));
+  EXPECT_EQ(leaf->GetStats().bytes_in_use, 3 * kMiB);
+  EXPECT_EQ(leaf->GetStats().failures, 1);
+  EXPECT_EQ(child->GetStats().bytes_in_use, 3 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 3 * kMiB);
+  // 3 + 8 MiB passes root's 10 MiB; the message names its largest child.
+  absl::StatusOr<void*> c = other->Allocate(8 * kMiB);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("limit of account 'root'"));
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("largest children: 'root/child' 3.00 MiB"));
+  // Exactly up to the limit is fine.
+  void* d = *other->Allocate(7 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 10 * kMiB);
+  EXPECT_EQ(root->GetStats().headroom_bytes, 0);
+  // The charge is RoundedBytes(n): 1 byte costs 256.
+  EXPECT_FALSE(other->Allocate(1).ok());
+  ASSERT_TRUE(alloc_->Deallocate(a).ok());  // through the allocator: credited
+  EXPECT_EQ(leaf->GetStats().bytes_in_use, 0);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 7 * kMiB);
+  void* e = *other->Allocate(1);
+  EXPECT_EQ(other->GetStats().own_bytes, 7 * kMiB + 256);
+  ASSERT_TRUE(other->Deallocate(d).ok());
+  ASSERT_TRUE(other->Deallocate(e).ok());
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
+  EXPECT_EQ(root->GetStats().peak_bytes_in_use, 10 * kMiB);
+  root->ResetPeak();
+  EXPECT_EQ(root->GetStats().peak_bytes_in_use, 0);
+}
+
+TEST_F(AccountTest, ReservationsAreQuotaTakenFromTheParent) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 10 * kMiB));
+  auto session =
+      *root->CreateChild(Named("session", kNoAccountLimit, 4 * kMiB));
+  EXPECT_EQ(root->GetStats().bytes_in_use, 4 * kMiB);
+  EXPECT_EQ(session->GetStats().reservation_bytes, 4 * kMiB);
+  EXPECT_EQ(session->GetStats().headroom_bytes, 10 * kMiB);
+  // Inside the reservation the charge stays local.
+  void* a = *session->Allocate(3 * kMiB);
+  EXPECT_EQ(session->GetStats().bytes_in_use, 3 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 4 * kMiB);
+  // Beyond it, the excess reaches the parent.
+  void* b = *session->Allocate(2 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 5 * kMiB);
+  EXPECT_EQ(session->GetStats().headroom_bytes, 5 * kMiB);
+  EXPECT_EQ(root->GetStats().headroom_bytes, 5 * kMiB);
+  // A reservation the parent cannot give: nothing is created.
+  absl::StatusOr<std::shared_ptr<Account>> big =
+      root->CreateChild(Named("big", kNoAccountLimit, 6 * kMiB));
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(big.status().message()), HasSubstr("root/big"));
+  EXPECT_EQ(root->GetStats().bytes_in_use, 5 * kMiB);
+  // Bad options.
+  EXPECT_EQ(root->CreateChild(Named("x", 1 * kMiB, 2 * kMiB)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(root->CreateChild(Named("a/b")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(root->CreateChild(Named("")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(root->CreateChild(Named("session")).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Account::CreateRoot(alloc_.get(), Named("r", kNoAccountLimit, 1))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(session->Deallocate(a).ok());
+  ASSERT_TRUE(session->Deallocate(b).ok());
+  // Closing gives the reservation back.
+  EXPECT_TRUE(session->Close().ok());
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
+}
+
+TEST_F(AccountTest, CloseRefusesOpenChildrenAndListsLeaksWithoutFreeing) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root"));
+  auto child = *root->CreateChild(Named("child", kNoAccountLimit, kMiB));
+  absl::Status s = root->Close();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("root/child"));
+  EXPECT_FALSE(root->closed());
+  void* kept = *child->Allocate(1000);
+  void* leaked1 = *child->Allocate(3000);
+  void* leaked2 = *child->Allocate(2 * kMiB);
+  ASSERT_TRUE(child->Deallocate(kept).ok());
+  QuietLog quiet;
+  s = child->Close();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("closed with 2 allocation(s) still charged"));
+  EXPECT_TRUE(child->closed());
+  const std::vector<LeakedAllocation> leaks = child->Leaks();
+  ASSERT_EQ(leaks.size(), 2u);
+  EXPECT_EQ(leaks[0].allocation.address, reinterpret_cast<uintptr_t>(leaked1));
+  EXPECT_EQ(leaks[0].allocation.requested_size, 3000u);
+  EXPECT_EQ(leaks[0].allocation.size, alloc_->AllocatedSize(leaked1));
+  EXPECT_EQ(leaks[0].allocation.allocation_id, alloc_->AllocationId(leaked1));
+  EXPECT_EQ(leaks[0].age_in_allocations, 1);  // leaked2 came after
+  EXPECT_EQ(leaks[1].allocation.requested_size, 2 * kMiB);
+  EXPECT_EQ(leaks[1].age_in_allocations, 0);
+  // Never freed by Close: still the caller's.
+  EXPECT_EQ(alloc_->RequestedSize(leaked1), 3000u);
+  // Closed: no new allocations or children; a second close reports again.
+  EXPECT_EQ(child->Allocate(256).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(child->CreateChild(Named("x")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // The reservation went back; the leaks stay charged up the chain.
+  EXPECT_EQ(root->GetStats().bytes_in_use, 2 * kMiB + 3072);
+  // Late frees still credit the chain.
+  ASSERT_TRUE(alloc_->Deallocate(leaked1).ok());
+  ASSERT_TRUE(alloc_->Deallocate(leaked2).ok());
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
+  EXPECT_EQ(child->GetStats().frees, 3);
+  EXPECT_TRUE(child->Close().ok());
+  EXPECT_TRUE(root->Close().ok());
+}
+
+TEST_F(AccountTest, LeaksAreGroupedBySiteWhenSitesAreRecorded) {
+  alloc_ = MakeAllocator(/*sites=*/true);
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root"));
+  std::vector<void*> ps;
+  for (int i = 0; i < 5; ++i) ps.push_back(*root->Allocate(4096));
+  QuietLog quiet;
+  absl::Status s = root->Close();
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("(and 4 more from this site)"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("at "));
+  EXPECT_FALSE(root->Leaks()[0].allocation.site.empty());
+  for (void* p : ps) ASSERT_TRUE(alloc_->Deallocate(p).ok());
+}
+
+TEST_F(AccountTest, TransferMovesTheCharge) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root"));
+  auto a = *root->CreateChild(Named("a"));
+  auto b = *root->CreateChild(Named("b", 3 * kMiB));
+  void* p = *a->Allocate(2 * kMiB);
+  void* q = *a->Allocate(2 * kMiB);
+  ASSERT_TRUE(a->TransferOwnership(p, *b).ok());
+  EXPECT_EQ(a->GetStats().bytes_in_use, 2 * kMiB);
+  EXPECT_EQ(b->GetStats().bytes_in_use, 2 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 4 * kMiB);
+  // b cannot take 2 more MiB: nothing changes.
+  absl::Status s = a->TransferOwnership(q, *b);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(a->GetStats().own_bytes, 2 * kMiB);
+  // Only the owner transfers; a foreign pointer is refused.
+  EXPECT_EQ(a->TransferOwnership(p, *b).code(),
+            absl::StatusCode::kInvalidArgument);
+  int x = 0;
+  EXPECT_EQ(a->TransferOwnership(&x, *b).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Freeing through either account credits the owner.
+  ASSERT_TRUE(a->Deallocate(p).ok());
+  EXPECT_EQ(b->GetStats().bytes_in_use, 0);
+  EXPECT_EQ(b->GetStats().frees, 1);
+  ASSERT_TRUE(a->Deallocate(q).ok());
+}
+
+TEST_F(AccountTest, BuffersFreeOnDestructionAndCanBeSharedAndHandedOver) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root"));
+  auto a = *root->CreateChild(Named("a"));
+  auto b = *root->CreateChild(Named("b"));
+  {
+    Buffer buf = *Buffer::Allocate(a, 5000);
+    EXPECT_NE(buf.data(), nullptr);
+    EXPECT_EQ(buf.size(), 5000u);
+    EXPECT_EQ(a->GetStats().live_allocations, 1);
+    Buffer moved = std::move(buf);
+    EXPECT_FALSE(buf);  // NOLINT(bugprone-use-after-move): moved-from is empty
+    ASSERT_TRUE(TransferOwnership(moved, b).ok());
+    EXPECT_EQ(moved.account(), b);
+    EXPECT_EQ(a->GetStats().live_allocations, 0);
+    EXPECT_EQ(b->GetStats().live_allocations, 1);
+  }
+  EXPECT_EQ(b->GetStats().live_allocations, 0);
+  EXPECT_EQ(b->GetStats().frees, 1);
+  std::shared_ptr<const Buffer> shared = Buffer::Share(*Buffer::Allocate(a, 1));
+  std::shared_ptr<const Buffer> copy = shared;
+  shared.reset();
+  EXPECT_EQ(a->GetStats().live_allocations, 1);
+  copy.reset();
+  EXPECT_EQ(a->GetStats().live_allocations, 0);
+  Buffer released = *Buffer::Allocate(a, 100);
+  void* raw = released.Release();
+  EXPECT_EQ(a->GetStats().live_allocations, 1);
+  ASSERT_TRUE(alloc_->Deallocate(raw).ok());
+  EXPECT_EQ(Buffer::Allocate(nullptr, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// The callback runs with no lock held (it frees through the allocator and
+// reads stats) and gets one retry.
+TEST_F(AccountTest, LimitCallbackMayFreeAndRetryOnce) {
+  std::vector<void*> cache;
+  int calls = 0;
+  AccountOptions o = Named("root", 4 * kMiB);
+  Allocator* alloc = alloc_.get();
+  o.on_limit_exceeded = [&](const Account& acc, size_t bytes) {
+    ++calls;
+    EXPECT_EQ(bytes, 2 * kMiB);
+    EXPECT_EQ(acc.path(), "root");
+    EXPECT_GT(alloc->GetStats()->bytes_in_use, 0);
+    if (cache.empty()) return false;
+    EXPECT_TRUE(alloc->Deallocate(cache.back()).ok());
+    cache.pop_back();
+    return true;
+  };
+  auto root = *Account::CreateRoot(alloc_.get(), std::move(o));
+  cache.push_back(*root->Allocate(2 * kMiB));
+  void* p = *root->Allocate(2 * kMiB);
+  void* q = *root->Allocate(2 * kMiB);  // frees the cached one, retries
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(root->Allocate(2 * kMiB).ok());  // nothing left to free
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(root->GetStats().failures, 2);  // each refusal counts
+  ASSERT_TRUE(root->Deallocate(p).ok());
+  ASSERT_TRUE(root->Deallocate(q).ok());
+}
+
+// Tags belong to in-use chunks: splits and merges of the free chunks around
+// them change nothing, and Validate checks the sums after each step.
+TEST_F(AccountTest, TagsSurviveSplitsAndMerges) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root"));
+  auto a = *root->CreateChild(Named("a"));
+  std::mt19937 rng(7);
+  std::vector<std::pair<void*, Account*>> live;
+  for (int i = 0; i < 2000; ++i) {
+    if (live.empty() || rng() % 3 != 0) {
+      Account* acc = rng() % 2 ? root.get() : a.get();
+      void* p = *acc->Allocate(256 + rng() % (64 << 10));
+      live.emplace_back(p, acc);
+    } else {
+      const size_t k = rng() % live.size();
+      ASSERT_TRUE(alloc_->Deallocate(live[k].first).ok());
+      live.erase(live.begin() + static_cast<long>(k));
+    }
+    if (i % 100 == 0) {
+      ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+    }
+  }
+  int64_t expected_a = 0, expected_root = 0;
+  for (const auto& [p, acc] : live) {
+    const int64_t bytes = static_cast<int64_t>(
+        (alloc_->RequestedSize(p) + kMinAllocationSize - 1) /
+        kMinAllocationSize * kMinAllocationSize);
+    (acc == a.get() ? expected_a : expected_root) += bytes;
+  }
+  EXPECT_EQ(a->GetStats().own_bytes, expected_a);
+  EXPECT_EQ(root->GetStats().own_bytes, expected_root);
+  EXPECT_EQ(root->GetStats().bytes_in_use, expected_a + expected_root);
+  for (const auto& [p, acc] : live) ASSERT_TRUE(alloc_->Deallocate(p).ok());
+}
+
+// Threads allocate and free under one root with a limit. The charges run
+// one at a time, so (1) use never passes any limit, and (2) with total
+// demand at most the limit nothing is ever refused (any refusal would be
+// spurious), even with every thread at its largest.
+TEST_F(AccountTest, ConcurrentChargesNeverOvershootNorFailSpuriously) {
+  constexpr int kThreads = 8;
+  constexpr int64_t kEach = 4 * kMiB;  // a thread holds at most this
+  for (bool tight : {false, true}) {
+    SCOPED_TRACE(tight);
+    // Not tight: room for every thread's worst case, exactly. Tight: a
+    // quarter, about half of what the threads hold on average.
+    const int64_t limit = tight ? kThreads * kEach / 4 : kThreads * kEach;
+    auto root = *Account::CreateRoot(alloc_.get(), Named("root", limit));
+    std::vector<std::shared_ptr<Account>> kids;
+    for (int t = 0; t < kThreads; ++t) {
+      kids.push_back(*root->CreateChild(
+          Named("t" + std::to_string(t), kNoAccountLimit, t % 2 ? kMiB : 0)));
+    }
+    std::atomic<int64_t> refusals{0};
+    std::atomic<bool> overshoot{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(t);
+        std::vector<std::pair<void*, int64_t>> held;
+        int64_t bytes = 0;
+        for (int i = 0; i < 3000; ++i) {
+          const int64_t n = 256 * (1 + rng() % 2048);  // up to 512 KiB
+          if (bytes + n <= kEach && rng() % 2 == 0) {
+            absl::StatusOr<void*> p = kids[t]->Allocate(n);
+            if (p.ok()) {
+              held.emplace_back(*p, n);
+              bytes += n;
+            } else {
+              ++refusals;
+            }
+          } else if (!held.empty()) {
+            bytes -= held.back().second;
+            EXPECT_TRUE(kids[t]->Deallocate(held.back().first).ok());
+            held.pop_back();
+          }
+          if (root->GetStats().bytes_in_use > limit) overshoot = true;
+        }
+        for (auto& [p, n] : held) EXPECT_TRUE(kids[t]->Deallocate(p).ok());
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    EXPECT_FALSE(overshoot.load());
+    EXPECT_LE(root->GetStats().peak_bytes_in_use, limit);
+    if (tight) {
+      EXPECT_GT(refusals.load(), 0);
+    } else {
+      EXPECT_EQ(refusals.load(), 0);
+    }
+    EXPECT_EQ(root->GetStats().bytes_in_use, (kThreads / 2) * int64_t{kMiB});
+    ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+    for (auto& k : kids) EXPECT_TRUE(k->Close().ok());
+    EXPECT_TRUE(root->Close().ok());
+  }
+}
+
+TEST_F(AccountTest, AccountsOfAnotherAllocatorAreRefused) {
+  std::unique_ptr<Allocator> other = MakeAllocator();
+  auto root = *Account::CreateRoot(other.get(), Named("root"));
+  AllocationAttributes attr;
+  attr.account = root.get();
+  EXPECT_EQ(alloc_->Allocate(256, kMinAllocationSize, attr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto mine = *Account::CreateRoot(alloc_.get(), Named("mine"));
+  void* p = *mine->Allocate(256);
+  EXPECT_EQ(mine->TransferOwnership(p, *root).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(mine->Deallocate(p).ok());
+  EXPECT_TRUE(other->Validate().ok());
+}
+
+TEST_F(AccountTest, DebugStringShowsTheTree) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 8 * kMiB));
+  auto s = *root->CreateChild(Named("session", 4 * kMiB, kMiB));
+  auto step = *s->CreateChild(Named("step"));
+  void* p = *step->Allocate(2 * kMiB);
+  const std::string text = root->DebugString();
+  EXPECT_THAT(text, HasSubstr("root: 2.00 MiB in use"));
+  EXPECT_THAT(text,
+              HasSubstr("\n  root/session: 2.00 MiB in use of limit 4.00 MiB"));
+  EXPECT_THAT(text, HasSubstr("\n    root/session/step: 2.00 MiB in use"));
+  ASSERT_TRUE(step->Deallocate(p).ok());
+}
+
+}  // namespace
+}  // namespace bfc
