@@ -356,12 +356,25 @@ TEST_F(AccountTest, ConcurrentChargesNeverOvershootNorFailSpuriously) {
     }
     std::atomic<int64_t> refusals{0};
     std::atomic<bool> overshoot{false};
+    std::atomic<int> arrived{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         std::mt19937 rng(t);
         std::vector<std::pair<void*, int64_t>> held;
         int64_t bytes = 0;
+        // First every thread asks for half its share at once, and keeps it
+        // until all have asked: 16 MiB wanted together (so the tight limit
+        // refuses some, whatever the scheduling), then random traffic.
+        absl::StatusOr<void*> first = kids[t]->Allocate(kEach / 2);
+        if (first.ok()) {
+          held.emplace_back(*first, kEach / 2);
+          bytes = kEach / 2;
+        } else {
+          ++refusals;
+        }
+        ++arrived;
+        while (arrived.load() < kThreads) std::this_thread::yield();
         for (int i = 0; i < 3000; ++i) {
           const int64_t n = 256 * (1 + rng() % 2048);  // up to 512 KiB
           if (bytes + n <= kEach && rng() % 2 == 0) {
@@ -395,6 +408,24 @@ TEST_F(AccountTest, ConcurrentChargesNeverOvershootNorFailSpuriously) {
     for (auto& k : kids) EXPECT_TRUE(k->Close().ok());
     EXPECT_TRUE(root->Close().ok());
   }
+}
+
+// The allocator's own calls take an account too (and then skip the fast
+// path, which does not charge): found by the fuzzer.
+TEST_F(AccountTest, AllocateRawWithAnAccountIsCharged) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 4096));
+  AllocationAttributes attr;
+  attr.account = root.get();
+  void* warm = alloc_->AllocateRaw(256, 1000);  // a free chunk to reuse
+  alloc_->DeallocateRaw(warm);
+  void* p = alloc_->AllocateRaw(256, 1000, attr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 1024);
+  EXPECT_EQ(alloc_->AllocateRaw(256, 3500, attr), nullptr);  // 4608 > 4096
+  EXPECT_EQ(root->GetStats().failures, 1);
+  EXPECT_EQ(alloc_->GetStats()->num_ooms, 0);  // a limit, not the pool
+  alloc_->DeallocateRaw(p);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
 }
 
 TEST_F(AccountTest, AccountsOfAnotherAllocatorAreRefused) {

@@ -915,8 +915,9 @@ class Allocator {
   absl::Status TransferChunkLocked(void* ptr, internal::AccountState* from,
                                    internal::AccountState* to)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Records that the in-use chunk at `ptr` is charged to `st`.
-  void TagChunkLocked(void* ptr, internal::AccountState* st)
+  // Records that in-use chunk `h` (its requested size set) is charged to
+  // `st`.
+  void TagChunkLocked(ChunkHandle h, internal::AccountState* st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The account in-use chunk `h` is charged to, or nullptr.
   internal::AccountState* ChunkAccountLocked(ChunkHandle h) const
@@ -946,6 +947,9 @@ class Allocator {
   // Sized on first use, so an allocator without accounts pays nothing.
   std::vector<uint32_t> chunk_account_ ABSL_GUARDED_BY(mutex_);
   bool accounts_on_ ABSL_GUARDED_BY(mutex_) = false;
+  // The account the allocation in progress is charged to, for
+  // AllocateChunk to tag (set only around AllocateOrFail's attempts).
+  internal::AccountState* alloc_account_ ABSL_GUARDED_BY(mutex_) = nullptr;
 };
 
 }  // namespace bfc

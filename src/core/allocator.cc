@@ -21,11 +21,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "bfc/account.h"
-#include "core/internal/account_state.h"
 #include "bfc/internal/check.h"
 #include "bfc/internal/constants.h"
 #include "bfc/log.h"
 #include "bfc/units.h"
+#include "core/internal/account_state.h"
 #include "core/internal/bits.h"
 
 namespace bfc {
@@ -377,9 +377,9 @@ void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes) {
 void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
                              const AllocationAttributes& attr) {
   // A dedicated request never takes a pooled chunk; the fast path is the
-  // implicit stream's.
+  // implicit stream's, without an account to charge.
   void* ptr = attr.dedicated || attr.stream != kImplicitStream ||
-                      attr.freed_by_func != nullptr
+                      attr.freed_by_func != nullptr || attr.account != nullptr
                   ? nullptr
                   : AllocateFast(alignment, num_bytes);
   if (ABSL_PREDICT_TRUE(ptr != nullptr)) return ptr;
@@ -469,18 +469,19 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
       MaybeForgetAccountLocked(account);
     }
   };
-  // Success: the chunk carries the charge from now on.
-  auto charged = [&](void* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (account != nullptr) {
-      TagChunkLocked(p, account);
-      account = nullptr;  // the cleanup has nothing to undo
-    }
+  // One attempt; AllocateChunk tags the chunk with the account (the lock
+  // is held throughout, so no other call sees alloc_account_).
+  auto attempt = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    alloc_account_ = account;
+    void* p = AllocateLocked(alignment, num_bytes, rounded, dedicated);
+    alloc_account_ = nullptr;
+    if (p != nullptr) account = nullptr;  // charged for good
     return p;
   };
   alloc_stream_ = slot;
   alloc_freed_before_ = freed_before;
-  void* ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
-  if (ptr != nullptr) return charged(ptr);
+  void* ptr = attempt();
+  if (ptr != nullptr) return ptr;
   absl::Status cause = FailureCauseLocked();
   // Waiting helps only when another thread can make room: by a free or a
   // release of memory this allocator holds. It cannot when the pool is empty
@@ -511,8 +512,8 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
       }
       alloc_stream_ = slot;  // another thread's call may have set them
       alloc_freed_before_ = freed_before;
-      ptr = AllocateLocked(alignment, num_bytes, rounded, dedicated);
-      if (ptr != nullptr) return charged(ptr);
+      ptr = attempt();
+      if (ptr != nullptr) return ptr;
       cause = FailureCauseLocked();
     }
   }
@@ -1103,6 +1104,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
   Chunk& c = chunks_[h];
   c.requested_size = num_bytes;
   c.allocation_id = next_allocation_id_++;
+  if constexpr (kMaySlow) {
+    if (ABSL_PREDICT_FALSE(alloc_account_ != nullptr)) {
+      TagChunkLocked(h, alloc_account_);
+    }
+  }
   stats_.bytes_requested_in_use += static_cast<int64_t>(num_bytes);
   if (opts_.record_allocation_sites) RecordAllocationSite(c.allocation_id);
   if (ABSL_PREDICT_FALSE(history_ != nullptr)) {

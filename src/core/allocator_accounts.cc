@@ -5,14 +5,17 @@
 // crediting on free through the chunk's tag, and the checks Validate runs.
 // Every function here runs under the allocator's mutex, so charges are
 // serial: a charge checks every level before it changes any (no undo, no
-// transient overshoot that could refuse a concurrent charge), and the
-// atomics only let readers see the counters without the lock.
+// transient overshoot that could refuse a concurrent charge; the
+// compare-and-swap loop a lock-free charge would need is not needed), and
+// the atomics only let readers see the counters without the lock.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -28,6 +31,14 @@ namespace {
 using internal::AccountState;
 using internal::kInvalidChunkHandle;
 using internal::RoundedBytes;
+
+// Every counter is written only under the allocator's mutex: a plain load
+// and store (no locked read-modify-write) keeps it exact, and readers
+// without the lock see whole values.
+void Add(std::atomic<int64_t>& counter, int64_t delta) {
+  counter.store(counter.load(std::memory_order_relaxed) + delta,
+                std::memory_order_relaxed);
+}
 
 int64_t Above(int64_t used, int64_t reservation) {
   return used > reservation ? used - reservation : 0;
@@ -107,13 +118,9 @@ absl::Status Allocator::ChargeAccountLocked(AccountState* st, int64_t bytes) {
   }
   amount = bytes;
   for (AccountState* a = st; a != nullptr && amount > 0; a = a->parent.get()) {
-    // Compare-and-swap, as a charge without the lock would need; under the
-    // lock it succeeds at once.
-    int64_t used = a->used.load(std::memory_order_relaxed);
-    while (!a->used.compare_exchange_weak(used, used + amount,
-                                          std::memory_order_relaxed)) {
-    }
+    const int64_t used = a->used.load(std::memory_order_relaxed);
     const int64_t now = used + amount;
+    a->used.store(now, std::memory_order_relaxed);
     if (now > a->peak.load(std::memory_order_relaxed)) {
       a->peak.store(now, std::memory_order_relaxed);
     }
@@ -125,23 +132,20 @@ absl::Status Allocator::ChargeAccountLocked(AccountState* st, int64_t bytes) {
 void Allocator::CreditAccountLocked(AccountState* st, int64_t bytes) {
   int64_t amount = bytes;
   for (AccountState* a = st; a != nullptr && amount > 0; a = a->parent.get()) {
-    const int64_t used = a->used.fetch_sub(amount, std::memory_order_relaxed);
+    const int64_t used = a->used.load(std::memory_order_relaxed);
+    a->used.store(used - amount, std::memory_order_relaxed);
     amount = Above(used, a->reservation) - Above(used - amount, a->reservation);
   }
 }
 
-void Allocator::TagChunkLocked(void* ptr, AccountState* st) {
-  const ChunkHandle h = region_manager_.get_handle(ptr);
-  BFC_DCHECK(h != kInvalidChunkHandle);
-  if (h >= chunk_account_.size()) {
+void Allocator::TagChunkLocked(ChunkHandle h, AccountState* st) {
+  if (ABSL_PREDICT_FALSE(h >= chunk_account_.size())) {
     chunk_account_.resize(std::max<size_t>(h + 1, chunks_.capacity()), 0);
   }
   chunk_account_[h] = st->id;
-  st->own.fetch_add(
-      static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size)),
-      std::memory_order_relaxed);
-  st->allocations.fetch_add(1, std::memory_order_relaxed);
-  st->live.fetch_add(1, std::memory_order_relaxed);
+  Add(st->own, static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size)));
+  Add(st->allocations, 1);
+  Add(st->live, 1);
 }
 
 void Allocator::CreditFreedChunkLocked(ChunkHandle h) {
@@ -150,11 +154,11 @@ void Allocator::CreditFreedChunkLocked(ChunkHandle h) {
   chunk_account_[h] = 0;
   const int64_t bytes =
       static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
-  st->own.fetch_sub(bytes, std::memory_order_relaxed);
-  st->frees.fetch_add(1, std::memory_order_relaxed);
-  st->live.fetch_sub(1, std::memory_order_relaxed);
+  Add(st->own, -bytes);
+  Add(st->frees, 1);
+  Add(st->live, -1);
   CreditAccountLocked(st, bytes);
-  MaybeForgetAccountLocked(st);
+  if (ABSL_PREDICT_FALSE(st->closed)) MaybeForgetAccountLocked(st);
 }
 
 void Allocator::MaybeForgetAccountLocked(AccountState* st) {

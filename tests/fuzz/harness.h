@@ -27,12 +27,15 @@
 //           ReleaseFreeMemory (all, or some pages)
 //   then operations, one opcode byte each followed by its arguments. An
 //   allocation's `how` byte picks its stream (bits 2-3: the implicit stream
-//   or streams 1-3); a status free with bit 1 set frees on the stream of
-//   bits 2-3 (DeallocateOnStream). Events are simulated (FuzzStreamOps):
-//   they complete after a few queries; waits and synchronizations succeed.
-//   Opcode 15 drives TF's timestamped reuse from its byte: SetTimingCounter,
-//   SetSafeFrontier, or the count that later allocations' freed_by_func
-//   returns (or nothing: the stats check alone).
+//   or streams 1-3) and the account it is charged to (bits 4-5: none, the
+//   root, its child `a` with a limit and a reservation, or its child `b`;
+//   the root's limit is half the allocator's, a's a quarter, its
+//   reservation a sixteenth), checked against a model of the charges; a status
+//   free with bit 1 set frees on the stream of bits 2-3 (DeallocateOnStream).
+//   Events are simulated (FuzzStreamOps): they complete after a few queries;
+//   waits and synchronizations succeed. Opcode 15 drives TF's timestamped reuse
+//   from its byte: SetTimingCounter, SetSafeFrontier, or the count that later
+//   allocations' freed_by_func returns (or nothing: the stats check alone).
 //
 // After every operation the harness checks Validate() and a shadow model:
 // live pointers never overlap, each lies in memory the sub-allocator handed
@@ -55,8 +58,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
 #include "bfc/log.h"
@@ -155,7 +160,36 @@ class Harness {
     size_t allocated;
     size_t alignment;
     int64_t id;
+    int account = 0;  // kRoot..kB, 0: none
   };
+
+  // The account tree and a model of it, computed from the live allocations
+  // (not incrementally, as the allocator does): own[k] is what account k's
+  // allocations charge; a subtree's use is its own plus each child's
+  // max(reservation, use).
+  enum { kNone = 0, kRoot = 1, kA = 2, kB = 3 };
+  int64_t UseOf(int k, int64_t extra_root, int64_t extra_a,
+                int64_t extra_b) const {
+    const int64_t a = account_own_[kA] + extra_a;
+    const int64_t b = account_own_[kB] + extra_b;
+    if (k == kA) return a;
+    if (k == kB) return b;
+    return account_own_[kRoot] + extra_root + std::max(a_reservation_, a) + b;
+  }
+  // Whether charging `bytes` to account k fits every limit on the way up.
+  bool ChargeFits(int k, int64_t bytes) const {
+    const int64_t r = k == kRoot ? bytes : 0;
+    const int64_t a = k == kA ? bytes : 0;
+    const int64_t b = k == kB ? bytes : 0;
+    if (k == kA && UseOf(kA, r, a, b) > a_limit_) return false;
+    return UseOf(kRoot, r, a, b) <= root_limit_;
+  }
+  Account* AccountFor(int k) const {
+    return k == kRoot ? root_.get()
+           : k == kA  ? a_.get()
+           : k == kB  ? b_.get()
+                      : nullptr;
+  }
 
   void Fail(const std::string& what) {
     if (failed_) return;
@@ -258,6 +292,27 @@ class Harness {
     if (!alloc_->SetStreamOps(std::make_unique<FuzzStreamOps>()).ok()) {
       Fail("SetStreamOps on a new allocator failed");
     }
+    root_limit_ = static_cast<int64_t>(limit_ / 2);
+    a_limit_ = static_cast<int64_t>(limit_ / 4);
+    a_reservation_ = static_cast<int64_t>(limit_ / 16);
+    AccountOptions ro;
+    ro.name = "root";
+    ro.limit_bytes = root_limit_;
+    AccountOptions ao;
+    ao.name = "a";
+    ao.limit_bytes = a_limit_;
+    ao.reservation_bytes = a_reservation_;
+    AccountOptions bo;
+    bo.name = "b";
+    absl::StatusOr<std::shared_ptr<Account>> root =
+        Account::CreateRoot(alloc_.get(), ro);
+    if (!root.ok()) return Fail(root.status().ToString());
+    root_ = *root;
+    absl::StatusOr<std::shared_ptr<Account>> a = root_->CreateChild(ao);
+    absl::StatusOr<std::shared_ptr<Account>> b = root_->CreateChild(bo);
+    if (!a.ok() || !b.ok()) return Fail("creating the accounts failed");
+    a_ = *a;
+    b_ = *b;
   }
 
   size_t PickSize() {
@@ -324,9 +379,35 @@ class Harness {
     attr.stream = FuzzStream((how >> 2) & 3);
     const bool limited = timestamped_ && freed_limit_ > 0;
     if (limited) attr.freed_by_func = &freed_by_;
-    last_op_ = absl::StrFormat("allocate %d bytes, alignment %d, %s", n,
-                               alignment, status_call ? "status" : "raw");
+    const int account = (how >> 4) & 3;
+    attr.account = AccountFor(account);
+    last_op_ =
+        absl::StrFormat("allocate %d bytes, alignment %d, %s, account %d", n,
+                        alignment, status_call ? "status" : "raw", account);
     const Expect e = Classify(alignment, n);
+    // A valid request an account's limit refuses: refused before the pool
+    // is touched (no OOM counted), and only then.
+    const int64_t charge = e == Expect::kMaybe
+                               ? static_cast<int64_t>(internal::RoundedBytes(n))
+                               : 0;
+    if (account != kNone && e == Expect::kMaybe &&
+        !ChargeFits(account, charge)) {
+      void* q = nullptr;
+      if (status_call) {
+        absl::StatusOr<void*> r = alloc_->Allocate(n, alignment, attr);
+        if (r.ok()) return Fail("an account limit was passed");
+        if (r.status().code() != absl::StatusCode::kResourceExhausted ||
+            !absl::StrContains(r.status().message(), "would pass the limit")) {
+          return Fail(
+              absl::StrCat("limit refusal returned ", r.status().ToString()));
+        }
+      } else {
+        q = alloc_->AllocateRaw(alignment, n, attr);
+        if (q != nullptr) return Fail("an account limit was passed");
+      }
+      ++account_failures_[account];
+      return;
+    }
     const bool empty_before = live_.empty();
     void* p = nullptr;
     if (status_call) {
@@ -388,7 +469,8 @@ class Harness {
     if (a % std::max<size_t>(alignment, 256) != 0) return Fail("misaligned");
     if (id <= last_id_) return Fail("allocation ids do not increase");
     last_id_ = id;
-    live_[a] = Live{n, allocated, alignment, id};
+    live_[a] = Live{n, allocated, alignment, id, account};
+    account_own_[account] += charge;
     in_use_ += static_cast<int64_t>(allocated);
     ++num_allocs_;
     peak_ = std::max(peak_, in_use_);
@@ -425,6 +507,8 @@ class Harness {
       return;
     }
     in_use_ -= static_cast<int64_t>(it->second.allocated);
+    account_own_[it->second.account] -=
+        static_cast<int64_t>(internal::RoundedBytes(it->second.requested));
     live_.erase(it);
     recently_freed_.push_back(p);
     if (recently_freed_.size() > 16)
@@ -594,6 +678,17 @@ class Harness {
   void CheckModel() {
     const absl::Status v = alloc_->Validate();
     if (!v.ok()) return Fail(absl::StrCat("Validate: ", v.ToString()));
+    for (int k : {kRoot, kA, kB}) {
+      const AccountStats st = AccountFor(k)->GetStats();
+      if (st.own_bytes != account_own_[k] ||
+          st.bytes_in_use != UseOf(k, 0, 0, 0) ||
+          st.failures != account_failures_[k]) {
+        return Fail(absl::StrFormat(
+            "account %s: own %d use %d failures %d; model %d %d %d",
+            AccountFor(k)->path(), st.own_bytes, st.bytes_in_use, st.failures,
+            account_own_[k], UseOf(k, 0, 0, 0), account_failures_[k]));
+      }
+    }
     const std::optional<AllocatorStats> so = alloc_->GetStats();
     if (!so) return Fail("no stats");
     const AllocatorStats& s = *so;
@@ -673,6 +768,19 @@ class Harness {
     for (uintptr_t a : victims) FreeAndCheck(reinterpret_cast<void*>(a), 0);
     if (failed_) return;
     CheckModel();
+    // Accounts close before their allocator goes; what is still charged is
+    // reported, not freed (the allocator's destructor gives it all back).
+    for (Account* acc : {b_.get(), a_.get(), root_.get()}) {
+      const absl::Status closed = acc->Close();
+      const bool charged = acc->GetStats().live_allocations > 0;
+      if (closed.ok() == charged) {
+        return Fail(
+            absl::StrCat("Close of ", acc->path(), ": ", closed.ToString()));
+      }
+    }
+    b_.reset();
+    a_.reset();
+    root_.reset();
     alloc_.reset();
     if (journal_->bytes_outstanding != 0) {
       return Fail(absl::StrCat("destruction leaked ",
@@ -702,6 +810,11 @@ class Harness {
   uint64_t freed_limit_ = 0;  // freed_by_func's answer; 0: none passed
   std::function<uint64_t()> freed_by_ = [this] { return freed_limit_; };
   std::unique_ptr<Allocator> alloc_;
+  // After alloc_: destroyed first.
+  std::shared_ptr<Account> root_, a_, b_;
+  int64_t root_limit_ = 0, a_limit_ = 0, a_reservation_ = 0;
+  int64_t account_own_[4] = {0, 0, 0, 0};
+  int64_t account_failures_[4] = {0, 0, 0, 0};
   std::map<uintptr_t, Live> live_;
   std::vector<void*> recently_freed_;
   int64_t in_use_ = 0, num_allocs_ = 0, peak_ = 0, largest_ = 0;
