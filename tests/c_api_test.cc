@@ -101,6 +101,11 @@ struct Lib {
   VoidFn reset_for_testing = nullptr;
   int (*record_memory_history)(int, size_t) = nullptr;
   int (*dump_snapshot)(int, const char*) = nullptr;
+  decltype(&bfc_account_create) account_create = nullptr;
+  decltype(&bfc_account_set_current) account_set_current = nullptr;
+  decltype(&bfc_account_get_stats) account_get_stats = nullptr;
+  decltype(&bfc_account_close) account_close = nullptr;
+  decltype(&bfc_account_destroy) account_destroy = nullptr;
 };
 
 template <typename Fn>
@@ -130,6 +135,11 @@ class CApiTest : public ::testing::Test {
     Resolve(lib_.handle, "bfc_version", &lib_.version);
     Resolve(lib_.handle, "bfc_config_warnings", &lib_.config_warnings);
     Resolve(lib_.handle, "bfc_reset_for_testing", &lib_.reset_for_testing);
+    Resolve(lib_.handle, "bfc_account_create", &lib_.account_create);
+    Resolve(lib_.handle, "bfc_account_set_current", &lib_.account_set_current);
+    Resolve(lib_.handle, "bfc_account_get_stats", &lib_.account_get_stats);
+    Resolve(lib_.handle, "bfc_account_close", &lib_.account_close);
+    Resolve(lib_.handle, "bfc_account_destroy", &lib_.account_destroy);
   }
 
   void SetUp() override {
@@ -200,7 +210,12 @@ TEST_F(CApiTest, ExportsOnlyTheCSymbols) {
                                           "bfc_config_warnings",
                                           "bfc_reset_for_testing",
                                           "bfc_record_memory_history",
-                                          "bfc_dump_snapshot"};
+                                          "bfc_dump_snapshot",
+                                          "bfc_account_create",
+                                          "bfc_account_set_current",
+                                          "bfc_account_get_stats",
+                                          "bfc_account_close",
+                                          "bfc_account_destroy"};
   EXPECT_EQ(exported, expected);
 }
 
@@ -1154,6 +1169,62 @@ TEST_F(CApiTest, ABackendThatCannotReserveFailsFastWithTheCause) {
       EXPECT_THAT(LastError(), Not(HasSubstr("out of memory")));
     }
   }
+}
+
+// Accounts through the C ABI, as a framework uses them: one per memory
+// pool, set current around the pool's use.
+TEST_F(CApiTest, AccountsChargeTheCurrentThreadsAllocations) {
+  Configure("backend:virtual,memory_limit:64MiB");
+  constexpr int64_t kMiB = 1 << 20;
+  bfc_account* root = lib_.account_create(0, nullptr, "root", 4 * kMiB, 0);
+  ASSERT_NE(root, nullptr) << LastError();
+  bfc_account* pool = lib_.account_create(0, root, "pool", -1, kMiB);
+  ASSERT_NE(pool, nullptr) << LastError();
+  EXPECT_EQ(lib_.account_create(1, root, "x", -1, 0), nullptr);  // device
+  EXPECT_NE(LastError().find("device 0"), std::string::npos) << LastError();
+  EXPECT_EQ(lib_.account_create(0, root, "pool", -1, 0), nullptr);  // taken
+  EXPECT_EQ(lib_.account_create(0, root, nullptr, -1, 0), nullptr);
+  EXPECT_EQ(lib_.account_set_current(pool), nullptr);
+  void* a = lib_.malloc(3 * kMiB, 0, nullptr);
+  ASSERT_NE(a, nullptr) << LastError();
+  // 3 + 2 MiB in the pool: 5 MiB at the root, past its 4 MiB.
+  EXPECT_EQ(lib_.malloc(2 * kMiB, 0, nullptr), nullptr);
+  EXPECT_NE(LastError().find("limit of account 'root'"), std::string::npos)
+      << LastError();
+  // Another device is not the pool's: uncharged.
+  void* other = lib_.malloc(kMiB, 1, nullptr);
+  bfc_account_stats st;
+  ASSERT_EQ(lib_.account_get_stats(pool, &st), 0);
+  EXPECT_EQ(st.bytes_in_use, 3 * kMiB);
+  EXPECT_EQ(st.failures, 1);
+  EXPECT_EQ(st.limit_bytes, -1);
+  EXPECT_EQ(st.reservation_bytes, kMiB);
+  EXPECT_EQ(st.headroom_bytes, kMiB);
+  ASSERT_EQ(lib_.account_get_stats(root, &st), 0);
+  EXPECT_EQ(st.bytes_in_use, 3 * kMiB);
+  EXPECT_EQ(lib_.account_get_stats(nullptr, &st), -1);
+  EXPECT_EQ(lib_.account_set_current(nullptr), pool);
+  void* b = lib_.malloc(kMiB, 0, nullptr);  // no account: uncharged
+  ASSERT_EQ(lib_.account_get_stats(root, &st), 0);
+  EXPECT_EQ(st.bytes_in_use, 3 * kMiB);
+  // Open child: the root does not close. The pool closes with a leak.
+  EXPECT_EQ(lib_.account_close(root), -1);
+  EXPECT_EQ(lib_.account_close(pool), 1);
+  EXPECT_NE(LastError().find("still charged"), std::string::npos)
+      << LastError();
+  // A late free (any thread, through bfc_free) still credits the chain.
+  lib_.free(a, 0, 0, nullptr);
+  ASSERT_EQ(lib_.account_get_stats(root, &st), 0);
+  EXPECT_EQ(st.bytes_in_use, 0);
+  EXPECT_EQ(lib_.account_close(pool), 0);
+  EXPECT_EQ(lib_.account_close(root), 0);
+  lib_.account_set_current(pool);
+  lib_.account_destroy(pool);
+  EXPECT_EQ(lib_.account_set_current(nullptr), nullptr);  // cleared
+  lib_.account_destroy(root);
+  lib_.account_destroy(nullptr);
+  lib_.free(b, 0, 0, nullptr);
+  if (other != nullptr) lib_.free(other, 0, 1, nullptr);
 }
 
 }  // namespace

@@ -230,6 +230,56 @@ BFC_C_API int bfc_get_stats(int device, bfc_stats* out);
  * reset_peak_memory_stats). Returns 0 or -1. */
 BFC_C_API int bfc_reset_peak_stats(int device);
 
+/* --- Accounts (bfc/account.h) --------------------------------------------- */
+
+/* An account: a named budget over one device's allocator, in a tree (paths
+ * like "root/pool1"), with a limit on its subtree and a reservation taken
+ * from its parent. A framework makes one per memory pool and sets it current
+ * around the pool's use (PyTorch's `with torch.cuda.use_mem_pool(pool)`):
+ * allocations on that thread and device are then charged to it, and a
+ * limit it passes fails the allocation (NULL, with bfc_last_error naming the
+ * account) before the device memory is touched. Frees credit the account an
+ * allocation was charged to, whichever thread frees it. */
+typedef struct bfc_account bfc_account;
+
+/* An account's stats; -1 for "no limit" in limit_bytes and headroom_bytes. */
+typedef struct bfc_account_stats {
+  int64_t bytes_in_use; /* the subtree's charges */
+  int64_t own_bytes;    /* its own allocations' */
+  int64_t peak_bytes_in_use;
+  int64_t allocations;
+  int64_t frees;
+  int64_t failures; /* allocations a limit refused */
+  int64_t live_allocations;
+  int64_t limit_bytes;
+  int64_t reservation_bytes;
+  int64_t headroom_bytes; /* what one more allocation could charge now */
+} bfc_account_stats;
+
+/* A root account on `device` (parent NULL; the device's allocator is created
+ * if needed) or a child of `parent` (on the parent's device; `device` must
+ * match). limit_bytes < 0: no limit. reservation_bytes: quota taken from the
+ * parent now (a root's must be 0). NULL on failure (a bad name, a taken
+ * name, a reservation the parent cannot give: bfc_last_error()). */
+BFC_C_API bfc_account* bfc_account_create(int device, bfc_account* parent,
+                                          const char* name, int64_t limit_bytes,
+                                          int64_t reservation_bytes);
+/* Makes `account` (NULL: none) the one this thread's bfc_malloc and
+ * bfc_cupy_malloc charge on its device (other devices: uncharged). Returns
+ * the previous one. */
+BFC_C_API bfc_account* bfc_account_set_current(bfc_account* account);
+/* Fills *out. Returns 0, or -1 for a NULL argument. */
+BFC_C_API int bfc_account_get_stats(const bfc_account* account,
+                                    bfc_account_stats* out);
+/* Closes the account: 0 when nothing is charged to it any more; 1 when
+ * allocations still are (leaks: listed in bfc_last_error(); never freed,
+ * and their frees still credit the parents); -1 when children are open (it
+ * stays open) or for NULL. */
+BFC_C_API int bfc_account_close(bfc_account* account);
+/* Closes (if needed) and frees the handle; children keep their parents'
+ * state alive. No longer current on this thread. NULL is a no-op. */
+BFC_C_API void bfc_account_destroy(bfc_account* account);
+
 /* --- Memory history and PyTorch memory snapshots ------------------------- */
 
 /* Starts recording the device's allocations, frees, regions taken, extended

@@ -42,6 +42,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
 #include "bfc/internal/mutex.h"
@@ -449,6 +450,22 @@ StreamId StreamFor(const Allocator& a, bfc_stream_t stream) {
   return a.HasStreamOps() ? static_cast<StreamId>(stream) : kImplicitStream;
 }
 
+}  // namespace
+}  // namespace bfc
+
+// The C handle of an account.
+struct bfc_account {
+  int device;
+  std::shared_ptr<bfc::Account> account;
+};
+
+namespace bfc {
+namespace {
+
+// The account this thread's allocations are charged to
+// (bfc_account_set_current).
+thread_local bfc_account* t_current_account = nullptr;
+
 void* Malloc(const char* function, size_t size, int device,
              bfc_stream_t stream) {
   if (size == 0) return nullptr;
@@ -462,6 +479,9 @@ void* Malloc(const char* function, size_t size, int device,
   }
   AllocationAttributes attr;
   attr.stream = StreamFor(*a, stream);
+  if (t_current_account != nullptr && t_current_account->device == device) {
+    attr.account = t_current_account->account.get();
+  }
   absl::StatusOr<void*> p = a->Allocate(size, kMinAllocationSize, attr);
   if (!p.ok()) {
     Report(call, p.status());
@@ -682,6 +702,97 @@ const char* bfc_version(void) { return BFC_VERSION_STRING; }
 const char* bfc_config_warnings(void) {
   return bfc::Guarded<const char*>("bfc_config_warnings", "", [] {
     return bfc::Registry::Get().ConfigWarnings();
+  });
+}
+
+bfc_account* bfc_account_create(int device, bfc_account* parent,
+                                const char* name, int64_t limit_bytes,
+                                int64_t reservation_bytes) {
+  return bfc::Guarded<bfc_account*>(
+      "bfc_account_create", nullptr, [&]() -> bfc_account* {
+        const std::string call =
+            absl::StrFormat("bfc_account_create(device %d, \"%s\")", device,
+                            name == nullptr ? "(null)" : name);
+        if (name == nullptr) {
+          bfc::SetError(call + ": name is NULL");
+          return nullptr;
+        }
+        bfc::AccountOptions o;
+        o.name = name;
+        o.limit_bytes = limit_bytes < 0 ? bfc::kNoAccountLimit : limit_bytes;
+        o.reservation_bytes = reservation_bytes;
+        absl::StatusOr<std::shared_ptr<bfc::Account>> made;
+        if (parent != nullptr) {
+          if (parent->device != device) {
+            bfc::SetError(absl::StrFormat("%s: the parent '%s' is on device %d",
+                                          call, parent->account->path(),
+                                          parent->device));
+            return nullptr;
+          }
+          made = parent->account->CreateChild(std::move(o));
+        } else {
+          absl::Status error;
+          bfc::Allocator* a =
+              bfc::Registry::Get().Find(device, /*create=*/true, &error);
+          if (a == nullptr) {
+            bfc::SetError(absl::StrCat(call, ": ", error.message()));
+            return nullptr;
+          }
+          made = bfc::Account::CreateRoot(a, std::move(o));
+        }
+        if (!made.ok()) {
+          bfc::SetError(absl::StrCat(call, ": ", made.status().message()));
+          return nullptr;
+        }
+        return new bfc_account{device, *std::move(made)};
+      });
+}
+
+bfc_account* bfc_account_set_current(bfc_account* account) {
+  return std::exchange(bfc::t_current_account, account);
+}
+
+int bfc_account_get_stats(const bfc_account* account, bfc_account_stats* out) {
+  return bfc::Guarded<int>("bfc_account_get_stats", -1, [&] {
+    if (account == nullptr || out == nullptr) {
+      bfc::SetError("bfc_account_get_stats: NULL argument");
+      return -1;
+    }
+    const bfc::AccountStats s = account->account->GetStats();
+    auto limit = [](int64_t v) { return v == bfc::kNoAccountLimit ? -1 : v; };
+    *out = bfc_account_stats{s.bytes_in_use,
+                             s.own_bytes,
+                             s.peak_bytes_in_use,
+                             s.allocations,
+                             s.frees,
+                             s.failures,
+                             s.live_allocations,
+                             limit(s.limit_bytes),
+                             s.reservation_bytes,
+                             limit(s.headroom_bytes)};
+    return 0;
+  });
+}
+
+int bfc_account_close(bfc_account* account) {
+  return bfc::Guarded<int>("bfc_account_close", -1, [&] {
+    if (account == nullptr) {
+      bfc::SetError("bfc_account_close: NULL account");
+      return -1;
+    }
+    const absl::Status s = account->account->Close();
+    if (s.ok()) return 0;
+    bfc::SetError(absl::StrCat("bfc_account_close: ", s.message()));
+    return account->account->closed() ? 1 : -1;
+  });
+}
+
+void bfc_account_destroy(bfc_account* account) {
+  bfc::Guarded<int>("bfc_account_destroy", 0, [&] {
+    if (account == nullptr) return 0;
+    if (bfc::t_current_account == account) bfc::t_current_account = nullptr;
+    delete account;  // the Account closes itself (logging leaks) when last
+    return 0;
   });
 }
 
