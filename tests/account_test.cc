@@ -20,6 +20,8 @@
 #include "absl/status/status.h"
 #include "bfc/allocator.h"
 #include "bfc/log.h"
+#include "bfc/memory_dump.h"
+#include "bfc/report/memory_dump_json.h"
 #include "bfc/units.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gmock/gmock.h"
@@ -441,6 +443,56 @@ TEST_F(AccountTest, AccountsOfAnotherAllocatorAreRefused) {
             absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(mine->Deallocate(p).ok());
   EXPECT_TRUE(other->Validate().ok());
+}
+
+// The account tree in the memory map, its JSON and the text summary.
+TEST_F(AccountTest, DumpsAndTheSummaryShowTheTree) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 8 * kMiB));
+  auto s = *root->CreateChild(Named("session", 4 * kMiB, kMiB));
+  void* p = *s->Allocate(2 * kMiB);
+  void* q = alloc_->AllocateRaw(256, 1000);  // charged to nobody
+  const MemoryDump d = alloc_->RecordMemoryMap();
+  ASSERT_EQ(d.accounts.size(), 2u);
+  EXPECT_EQ(d.accounts[0].path, "root");
+  EXPECT_EQ(d.accounts[0].parent, -1);
+  EXPECT_EQ(d.accounts[0].limit_bytes, 8 * kMiB);
+  EXPECT_EQ(d.accounts[0].bytes_in_use, 2 * kMiB);
+  EXPECT_EQ(d.accounts[1].path, "root/session");
+  EXPECT_EQ(d.accounts[1].parent, 0);
+  EXPECT_EQ(d.accounts[1].reservation_bytes, kMiB);
+  EXPECT_EQ(d.accounts[1].own_bytes, 2 * kMiB);
+  EXPECT_EQ(d.accounts[1].live_allocations, 1);
+  int charged = 0, uncharged = 0;
+  for (const ChunkDump& c : d.chunks) {
+    if (c.address == reinterpret_cast<uintptr_t>(p)) charged = c.account;
+    if (c.address == reinterpret_cast<uintptr_t>(q)) uncharged = c.account;
+  }
+  EXPECT_EQ(charged, 1);
+  EXPECT_EQ(uncharged, -1);
+  const std::string summary = alloc_->MemorySummary();
+  EXPECT_THAT(summary, HasSubstr("Accounts (limit)"));
+  EXPECT_THAT(summary, HasSubstr("| root (8.00 MiB)"));
+  EXPECT_THAT(summary, HasSubstr("|   session (4.00 MiB)"));
+  // The JSON carries them both ways, and refuses what cannot be.
+  absl::StatusOr<MemoryDump> back = MemoryDumpFromJson(MemoryDumpToJson(d));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->accounts.size(), 2u);
+  EXPECT_EQ(back->accounts[1].path, "root/session");
+  EXPECT_EQ(back->accounts[1].parent, 0);
+  EXPECT_EQ(back->accounts[1].own_bytes, 2 * kMiB);
+  for (size_t i = 0; i < d.chunks.size(); ++i) {
+    EXPECT_EQ(back->chunks[i].account, d.chunks[i].account);
+  }
+  MemoryDump bad = d;
+  bad.accounts[0].parent = 1;  // a parent after its child
+  EXPECT_FALSE(MemoryDumpFromJson(MemoryDumpToJson(bad)).ok());
+  bad = d;
+  for (ChunkDump& c : bad.chunks) {
+    if (!c.in_use) c.account = 0;  // a free chunk charged
+  }
+  EXPECT_FALSE(MemoryDumpFromJson(MemoryDumpToJson(bad)).ok());
+  ASSERT_TRUE(s->Deallocate(p).ok());
+  alloc_->DeallocateRaw(q);
 }
 
 TEST_F(AccountTest, DebugStringShowsTheTree) {

@@ -67,6 +67,26 @@ struct ChunkDump {
   // is not known complete): reused by another stream only after a wait.
   // Stream handles as integers; empty when clean or in use.
   std::vector<uint64_t> pending_streams;
+  // The account an in-use chunk is charged to (bfc/account.h): an index
+  // into MemoryDump::accounts; -1 for none.
+  int account = -1;
+};
+
+// One account (bfc/account.h) of the allocator: its place in the tree and
+// its stats (AccountStats' meanings; limit -1 when it has none).
+struct AccountDump {
+  std::string path;  // "root/session"
+  int parent = -1;   // index into MemoryDump::accounts; -1 for a root
+  int64_t limit_bytes = -1;
+  int64_t reservation_bytes = 0;
+  int64_t bytes_in_use = 0;
+  int64_t own_bytes = 0;
+  int64_t peak_bytes_in_use = 0;
+  int64_t allocations = 0;
+  int64_t frees = 0;
+  int64_t failures = 0;
+  int64_t live_allocations = 0;
+  bool closed = false;
 };
 
 // One stream the allocator has seen (stream-ordered reuse).
@@ -102,6 +122,8 @@ struct MemoryDump {
   // Streams: empty while only the implicit stream was used.
   std::vector<StreamDump> streams;
   StreamStats stream_stats;
+  // Accounts, parents before children; empty when none was made.
+  std::vector<AccountDump> accounts;
 
   // Derived totals, for reports.
   uint64_t PoolBytes() const;

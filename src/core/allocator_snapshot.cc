@@ -21,10 +21,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
 #include "bfc/log.h"
 #include "bfc/memory_dump.h"
+#include "core/internal/account_state.h"
 
 namespace bfc {
 namespace {
@@ -204,6 +206,38 @@ MemoryDump Allocator::RecordMemoryMapLocked(bool sites) const {
     d.bins[b].free_bytes = static_cast<int64_t>(bins_[b].total_bytes());
   }
 
+  // Accounts, parents first (a parent is registered before its children,
+  // but ids are reused): index by id.
+  std::vector<int> account_index(accounts_.size(), -1);
+  if (accounts_on_) {
+    std::vector<const internal::AccountState*> order;
+    for (const auto& a : accounts_) {
+      if (a != nullptr && a->parent == nullptr) order.push_back(a.get());
+    }
+    for (size_t i = 0; i < order.size(); ++i) {
+      for (const internal::AccountState* c : order[i]->children) {
+        order.push_back(c);
+      }
+    }
+    for (const internal::AccountState* a : order) {
+      AccountDump ad;
+      ad.path = a->path;
+      ad.parent = a->parent == nullptr ? -1 : account_index[a->parent->id];
+      ad.limit_bytes = a->limit == kNoAccountLimit ? -1 : a->limit;
+      ad.reservation_bytes = a->reservation.load();
+      ad.bytes_in_use = a->used.load();
+      ad.own_bytes = a->own.load();
+      ad.peak_bytes_in_use = a->peak.load();
+      ad.allocations = a->allocations.load();
+      ad.frees = a->frees.load();
+      ad.failures = a->failures.load();
+      ad.live_allocations = a->live.load();
+      ad.closed = a->closed;
+      account_index[a->id] = static_cast<int>(d.accounts.size());
+      d.accounts.push_back(std::move(ad));
+    }
+  }
+
   Symbolizer symbolizer;
   std::vector<std::pair<StreamSlot, uint64_t>> parts;
   std::vector<int64_t> per_stream_pending(streams_.size(), 0);
@@ -223,6 +257,9 @@ MemoryDump Allocator::RecordMemoryMapLocked(bool sites) const {
                           : internal::BinNumForSize(c.size);
       cd.allocation_id = c.allocation_id;
       cd.region = region;
+      if (const internal::AccountState* a = ChunkAccountLocked(h)) {
+        cd.account = account_index[a->id];
+      }
       if (ABSL_PREDICT_FALSE(c.fence != 0) && !FenceComplete(c.fence)) {
         FenceParts(c.fence, &parts);
         for (const auto& [p, q] : parts) {

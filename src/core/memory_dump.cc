@@ -255,6 +255,29 @@ std::string FormatMemorySummary(const MemoryDump& d) {
       absl::StrCat(s.num_extends, " / ", s.num_regions_released), "");
   row("Invalid frees / requests",
       absl::StrCat(s.num_invalid_frees, " / ", s.num_invalid_requests), "");
+  if (!d.accounts.empty()) {
+    // The account tree: each account's charges (current, peak), indented by
+    // depth, its limit beside its name.
+    out += rule;
+    row("Accounts (limit)", "In use", "Peak");
+    for (const AccountDump& a : d.accounts) {
+      int depth = 0;
+      for (int p = a.parent; p >= 0; p = d.accounts[p].parent) ++depth;
+      const size_t slash = a.path.rfind('/');
+      std::string name =
+          std::string(2 * depth, ' ') +
+          (slash == std::string::npos ? a.path : a.path.substr(slash + 1));
+      absl::StrAppend(
+          &name, " (",
+          a.limit_bytes < 0
+              ? std::string("none")
+              : HumanReadableBytes(static_cast<uint64_t>(a.limit_bytes)),
+          a.closed ? ", closed" : "", ")");
+      if (name.size() > 33) name = name.substr(0, 30) + "...";
+      row(name, HumanReadableBytes(static_cast<uint64_t>(a.bytes_in_use)),
+          HumanReadableBytes(static_cast<uint64_t>(a.peak_bytes_in_use)));
+    }
+  }
   out += double_rule;
   return out;
 }

@@ -208,6 +208,8 @@ json MemoryDumpToJsonValue(const MemoryDump& d) {
     if (!c.pending_streams.empty()) {
       chunk["pending_streams"] = c.pending_streams;
     }
+    // Only for charged chunks: dumps without accounts stay as they were.
+    if (c.account >= 0) chunk["account"] = c.account;
     chunks.push_back(std::move(chunk));
   }
   json bins = json::array();
@@ -243,6 +245,24 @@ json MemoryDumpToJsonValue(const MemoryDump& d) {
     }
     out["streams"] = std::move(streams);
     out["stream_stats"] = StreamStatsToJsonValue(d.stream_stats);
+  }
+  if (!d.accounts.empty()) {
+    json accounts = json::array();
+    for (const AccountDump& a : d.accounts) {
+      accounts.push_back({{"path", a.path},
+                          {"parent", a.parent},
+                          {"limit_bytes", a.limit_bytes},
+                          {"reservation_bytes", a.reservation_bytes},
+                          {"bytes_in_use", a.bytes_in_use},
+                          {"own_bytes", a.own_bytes},
+                          {"peak_bytes_in_use", a.peak_bytes_in_use},
+                          {"allocations", a.allocations},
+                          {"frees", a.frees},
+                          {"failures", a.failures},
+                          {"live_allocations", a.live_allocations},
+                          {"closed", a.closed}});
+    }
+    out["accounts"] = std::move(accounts);
   }
   return out;
 }
@@ -366,6 +386,52 @@ MemoryDump MemoryDumpFromJsonValue(const json& j, const std::string& path) {
           CheckedGet<std::vector<uint64_t>>(c, where, "pending_streams");
     }
     d.chunks.push_back(std::move(cd));
+  }
+
+  // Accounts (optional: written only when the allocator had some); a
+  // chunk's "account" is checked against them.
+  if (j.contains("accounts")) {
+    const json& accounts = ArrayMember(j, path, "accounts");
+    constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max();
+    for (size_t i = 0; i < accounts.size(); ++i) {
+      const json& a = accounts[i];
+      const std::string where = absl::StrCat(at("accounts"), "[", i, "]");
+      AccountDump ad;
+      ad.path = CheckedGet<std::string>(a, where, "path");
+      // Parents come first.
+      ad.parent = CheckedGetInRange<int>(a, where, "parent", -1,
+                                         static_cast<int>(i) - 1);
+      ad.limit_bytes =
+          CheckedGetInRange<int64_t>(a, where, "limit_bytes", -1, kMaxBytes);
+      ad.reservation_bytes = CheckedGetInRange<int64_t>(
+          a, where, "reservation_bytes", 0, kMaxBytes);
+      ad.bytes_in_use =
+          CheckedGetInRange<int64_t>(a, where, "bytes_in_use", 0, kMaxBytes);
+      ad.own_bytes =
+          CheckedGetInRange<int64_t>(a, where, "own_bytes", 0, ad.bytes_in_use);
+      ad.peak_bytes_in_use = CheckedGetInRange<int64_t>(
+          a, where, "peak_bytes_in_use", 0, kMaxBytes);
+      ad.allocations =
+          CheckedGetInRange<int64_t>(a, where, "allocations", 0, kMaxBytes);
+      ad.frees = CheckedGetInRange<int64_t>(a, where, "frees", 0, kMaxBytes);
+      ad.failures =
+          CheckedGetInRange<int64_t>(a, where, "failures", 0, kMaxBytes);
+      ad.live_allocations = CheckedGetInRange<int64_t>(
+          a, where, "live_allocations", 0, kMaxBytes);
+      ad.closed = CheckedGet<bool>(a, where, "closed");
+      d.accounts.push_back(std::move(ad));
+    }
+  }
+  for (size_t i = 0; i < d.chunks.size(); ++i) {
+    const json& c = j["chunks"][i];
+    if (!c.contains("account")) continue;
+    const std::string where = absl::StrCat(at("chunks"), "[", i, "]");
+    if (!d.chunks[i].in_use) {
+      FieldError(absl::StrCat(where, ".account"),
+                 "only an in-use chunk is charged to an account");
+    }
+    d.chunks[i].account = CheckedGetInRange<int>(
+        c, where, "account", 0, static_cast<int>(d.accounts.size()) - 1);
   }
 
   const json& bins = ArrayMember(j, path, "bins");
