@@ -430,6 +430,18 @@ TEST_F(AccountTest, AllocateRawWithAnAccountIsCharged) {
   EXPECT_EQ(root->GetStats().bytes_in_use, 0);
 }
 
+// A request larger than any use an account can count (found by the
+// fuzzer: it was cast to a negative charge) is a limit refusal.
+TEST_F(AccountTest, ARequestNoAccountCanCountIsRefused) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root"));
+  absl::StatusOr<void*> p = root->Allocate(size_t{1} << 63);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(p.status().message()),
+              HasSubstr("no account can hold more"));
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
+  EXPECT_EQ(root->GetStats().failures, 1);
+}
+
 TEST_F(AccountTest, AccountsOfAnotherAllocatorAreRefused) {
   std::unique_ptr<Allocator> other = MakeAllocator();
   auto root = *Account::CreateRoot(other.get(), Named("root"));

@@ -83,8 +83,19 @@ absl::Status Allocator::ChargeForAllocationLocked(Account* account,
     return absl::FailedPreconditionError(
         absl::StrFormat("account '%s' is closed", st->path));
   }
-  absl::Status s = ChargeAccountLocked(st, static_cast<int64_t>(rounded));
-  if (!s.ok()) st->failures.fetch_add(1, std::memory_order_relaxed);
+  absl::Status s;
+  if (rounded > static_cast<size_t>(kNoAccountLimit)) {
+    // More than any account can hold (a use above kNoAccountLimit cannot
+    // be counted): refused as past the limit, never cast negative.
+    s = absl::ResourceExhaustedError(absl::StrFormat(
+        "account '%s': charging %d bytes would pass the limit of account "
+        "'%s': no account can hold more than %d bytes",
+        st->path, rounded, st->path, kNoAccountLimit));
+    s.SetPayload(kAccountLimitPayload, absl::Cord(st->path));
+  } else {
+    s = ChargeAccountLocked(st, static_cast<int64_t>(rounded));
+  }
+  if (!s.ok()) Add(st->failures, 1);
   return s;
 }
 
@@ -138,12 +149,27 @@ void Allocator::CreditAccountLocked(AccountState* st, int64_t bytes) {
   }
 }
 
+void Allocator::DropPendingChargeLocked(AccountState* st, int64_t bytes) {
+  for (size_t i = pending_charges_.size(); i-- > 0;) {
+    if (pending_charges_[i].first == st &&
+        pending_charges_[i].second == bytes) {
+      pending_charges_.erase(pending_charges_.begin() +
+                             static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  }
+  BFC_DCHECK(false);  // every tag and undo follows its charge
+}
+
 void Allocator::TagChunkLocked(ChunkHandle h, AccountState* st) {
   if (ABSL_PREDICT_FALSE(h >= chunk_account_.size())) {
     chunk_account_.resize(std::max<size_t>(h + 1, chunks_.capacity()), 0);
   }
   chunk_account_[h] = st->id;
-  Add(st->own, static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size)));
+  const int64_t bytes =
+      static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
+  DropPendingChargeLocked(st, bytes);
+  Add(st->own, bytes);
   Add(st->allocations, 1);
   Add(st->live, 1);
 }
@@ -239,7 +265,11 @@ absl::Status Allocator::ValidateAccountsLocked() const {
                   " allocations; its tagged chunks hold ", own[id], " in ",
                   live[id]);
     }
-    int64_t expected = own[id];
+    int64_t pending_bytes = 0;
+    for (const auto& [pending, bytes] : pending_charges_) {
+      if (pending == a) pending_bytes += bytes;
+    }
+    int64_t expected = own[id] + pending_bytes;
     for (const AccountState* c : a->children) {
       if (c->parent.get() != a) {
         return fail("account '", c->path, "' is listed under '", a->path,
@@ -249,8 +279,9 @@ absl::Status Allocator::ValidateAccountsLocked() const {
     }
     if (a->used.load() != expected) {
       return fail("account '", a->path, "' has ", a->used.load(),
-                  " bytes in use; its allocations and children add up to ",
-                  expected);
+                  " bytes in use; its allocations (", own[id],
+                  "), allocations in progress (", pending_bytes,
+                  ") and children add up to ", expected);
     }
     if (a->used.load() > a->limit) {
       return fail("account '", a->path, "' is over its limit: ", a->used.load(),

@@ -52,6 +52,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -387,11 +388,14 @@ class Harness {
     const Expect e = Classify(alignment, n);
     // A valid request an account's limit refuses: refused before the pool
     // is touched (no OOM counted), and only then.
-    const int64_t charge = e == Expect::kMaybe
-                               ? static_cast<int64_t>(internal::RoundedBytes(n))
-                               : 0;
+    const size_t rounded_n =
+        e == Expect::kMaybe ? internal::RoundedBytes(n) : 0;
+    // More than int64 can count never fits an account.
+    const bool countable =
+        rounded_n <= static_cast<size_t>(std::numeric_limits<int64_t>::max());
+    const int64_t charge = countable ? static_cast<int64_t>(rounded_n) : 0;
     if (account != kNone && e == Expect::kMaybe &&
-        !ChargeFits(account, charge)) {
+        (!countable || !ChargeFits(account, charge))) {
       void* q = nullptr;
       if (status_call) {
         absl::StatusOr<void*> r = alloc_->Allocate(n, alignment, attr);
