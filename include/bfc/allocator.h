@@ -950,13 +950,6 @@ class Allocator {
   // The account the allocation in progress is charged to, for
   // AllocateChunk to tag (set only around AllocateOrFail's attempts).
   internal::AccountState* alloc_account_ ABSL_GUARDED_BY(mutex_) = nullptr;
-  // Charges made for allocations still in progress (charged, not yet on a
-  // chunk): Validate counts them, as it may run in between (check level 2,
-  // or another thread while one waits to retry).
-  std::vector<std::pair<internal::AccountState*, int64_t>> pending_charges_
-      ABSL_GUARDED_BY(mutex_);
-  void DropPendingChargeLocked(internal::AccountState* st, int64_t bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 };
 
 }  // namespace bfc

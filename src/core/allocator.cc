@@ -462,11 +462,11 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
       return nullptr;
     }
     account = attr.account->state_.get();
-    pending_charges_.emplace_back(account, static_cast<int64_t>(rounded));
+    account->pending += static_cast<int64_t>(rounded);
   }
   absl::Cleanup uncharge = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (account != nullptr) {
-      DropPendingChargeLocked(account, static_cast<int64_t>(rounded));
+      account->pending -= static_cast<int64_t>(rounded);
       CreditAccountLocked(account, static_cast<int64_t>(rounded));
       MaybeForgetAccountLocked(account);
     }

@@ -149,18 +149,6 @@ void Allocator::CreditAccountLocked(AccountState* st, int64_t bytes) {
   }
 }
 
-void Allocator::DropPendingChargeLocked(AccountState* st, int64_t bytes) {
-  for (size_t i = pending_charges_.size(); i-- > 0;) {
-    if (pending_charges_[i].first == st &&
-        pending_charges_[i].second == bytes) {
-      pending_charges_.erase(pending_charges_.begin() +
-                             static_cast<std::ptrdiff_t>(i));
-      return;
-    }
-  }
-  BFC_DCHECK(false);  // every tag and undo follows its charge
-}
-
 void Allocator::TagChunkLocked(ChunkHandle h, AccountState* st) {
   if (ABSL_PREDICT_FALSE(h >= chunk_account_.size())) {
     chunk_account_.resize(std::max<size_t>(h + 1, chunks_.capacity()), 0);
@@ -168,7 +156,7 @@ void Allocator::TagChunkLocked(ChunkHandle h, AccountState* st) {
   chunk_account_[h] = st->id;
   const int64_t bytes =
       static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
-  DropPendingChargeLocked(st, bytes);
+  st->pending -= bytes;
   Add(st->own, bytes);
   Add(st->allocations, 1);
   Add(st->live, 1);
@@ -265,9 +253,10 @@ absl::Status Allocator::ValidateAccountsLocked() const {
                   " allocations; its tagged chunks hold ", own[id], " in ",
                   live[id]);
     }
-    int64_t pending_bytes = 0;
-    for (const auto& [pending, bytes] : pending_charges_) {
-      if (pending == a) pending_bytes += bytes;
+    const int64_t pending_bytes = a->pending;
+    if (pending_bytes < 0) {
+      return fail("account '", a->path, "' has ", pending_bytes,
+                  " bytes of allocations in progress");
     }
     int64_t expected = own[id] + pending_bytes;
     for (const AccountState* c : a->children) {

@@ -48,6 +48,10 @@ struct AccountState {
 
   // Guarded by the allocator's mutex.
   bool closed = false;
+  // Charged for allocations still in progress (charged, not yet on a
+  // chunk): Validate counts them, as it may run in between (check level 2,
+  // or another thread while one waits to retry).
+  int64_t pending = 0;
   Account* handle = nullptr;  // nullptr once the handle is gone
   // Registered children (open, or closed with something still charged).
   std::vector<AccountState*> children;
