@@ -900,8 +900,20 @@ class Allocator {
   void RegisterAccountLocked(const std::shared_ptr<internal::AccountState>& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // AllocateOrFail's charge for `account` (checked: of this allocator, not
-  // closed), counting a refusal in its failures.
+  // closed), counting a refusal in its failures. Inline (with the other hot
+  // ones: core/internal/allocator_accounts_inl.h).
   absl::Status ChargeForAllocationLocked(Account* account, size_t rounded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Its cold part: why the charge failed (nothing changed), counted.
+  absl::Status AccountChargeFailureLocked(Account* account, size_t rounded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Charges `bytes` up the tree unless some limit refuses: all or nothing.
+  bool TryChargeAccountLocked(internal::AccountState* st, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The refusal of a charge TryChargeAccountLocked refused, naming the
+  // level.
+  absl::Status AccountRefusalLocked(const internal::AccountState* st,
+                                    int64_t bytes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Charges `bytes` to `st` and, above each level's reservation, to its
   // ancestors: all or nothing. ResourceExhausted (with the account-limit

@@ -18,6 +18,7 @@
 #include "bfc/log.h"
 #include "bfc/units.h"
 #include "core/internal/account_state.h"
+#include "core/internal/allocator_accounts_inl.h"
 
 namespace bfc {
 

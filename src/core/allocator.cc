@@ -26,6 +26,7 @@
 #include "bfc/log.h"
 #include "bfc/units.h"
 #include "core/internal/account_state.h"
+#include "core/internal/allocator_accounts_inl.h"
 #include "core/internal/bits.h"
 
 namespace bfc {

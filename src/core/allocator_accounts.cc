@@ -24,6 +24,7 @@
 #include "bfc/internal/bin.h"
 #include "bfc/units.h"
 #include "core/internal/account_state.h"
+#include "core/internal/allocator_accounts_inl.h"
 
 namespace bfc {
 namespace {
@@ -32,17 +33,7 @@ using internal::AccountState;
 using internal::kInvalidChunkHandle;
 using internal::RoundedBytes;
 
-// Every counter is written only under the allocator's mutex: a plain load
-// and store (no locked read-modify-write) keeps it exact, and readers
-// without the lock see whole values.
-void Add(std::atomic<int64_t>& counter, int64_t delta) {
-  counter.store(counter.load(std::memory_order_relaxed) + delta,
-                std::memory_order_relaxed);
-}
-
-int64_t Above(int64_t used, int64_t reservation) {
-  return used > reservation ? used - reservation : 0;
-}
+using internal::AddRelaxed;
 
 std::string Bytes(int64_t n) {
   return HumanReadableBytes(static_cast<uint64_t>(std::max<int64_t>(n, 0)));
@@ -71,8 +62,8 @@ void Allocator::RegisterAccountLocked(const std::shared_ptr<AccountState>& st) {
   accounts_on_ = true;
 }
 
-absl::Status Allocator::ChargeForAllocationLocked(Account* account,
-                                                  size_t rounded) {
+absl::Status Allocator::AccountChargeFailureLocked(Account* account,
+                                                   size_t rounded) {
   AccountState* st = account->state_.get();
   if (st->allocator != this) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -83,27 +74,32 @@ absl::Status Allocator::ChargeForAllocationLocked(Account* account,
     return absl::FailedPreconditionError(
         absl::StrFormat("account '%s' is closed", st->path));
   }
-  absl::Status s;
+  AddRelaxed(st->failures, 1);
   if (rounded > static_cast<size_t>(kNoAccountLimit)) {
     // More than any account can hold (a use above kNoAccountLimit cannot
     // be counted): refused as past the limit, never cast negative.
-    s = absl::ResourceExhaustedError(absl::StrFormat(
+    absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
         "account '%s': charging %d bytes would pass the limit of account "
         "'%s': no account can hold more than %d bytes",
         st->path, rounded, st->path, kNoAccountLimit));
     s.SetPayload(kAccountLimitPayload, absl::Cord(st->path));
-  } else {
-    s = ChargeAccountLocked(st, static_cast<int64_t>(rounded));
+    return s;
   }
-  if (!s.ok()) Add(st->failures, 1);
-  return s;
+  return AccountRefusalLocked(st, static_cast<int64_t>(rounded));
 }
 
 absl::Status Allocator::ChargeAccountLocked(AccountState* st, int64_t bytes) {
-  // Check every level first: what each adds is what the level below adds
-  // beyond its reservation.
+  if (TryChargeAccountLocked(st, bytes)) return absl::OkStatus();
+  return AccountRefusalLocked(st, bytes);
+}
+
+absl::Status Allocator::AccountRefusalLocked(const AccountState* st,
+                                             int64_t bytes) const {
+  // The first level whose limit refuses the charge, found as
+  // TryChargeAccountLocked walks (nothing was changed).
   int64_t amount = bytes;
-  for (AccountState* a = st; a != nullptr && amount > 0; a = a->parent.get()) {
+  for (const AccountState* a = st; a != nullptr && amount > 0;
+       a = a->parent.get()) {
     const int64_t used = a->used.load(std::memory_order_relaxed);
     if (amount > a->limit - used) {
       std::string children;
@@ -125,54 +121,10 @@ absl::Status Allocator::ChargeAccountLocked(AccountState* st, int64_t bytes) {
       s.SetPayload(kAccountLimitPayload, absl::Cord(a->path));
       return s;
     }
-    amount = Above(used + amount, a->reservation) - Above(used, a->reservation);
+    amount = internal::AboveReservation(used + amount, *a) -
+             internal::AboveReservation(used, *a);
   }
-  amount = bytes;
-  for (AccountState* a = st; a != nullptr && amount > 0; a = a->parent.get()) {
-    const int64_t used = a->used.load(std::memory_order_relaxed);
-    const int64_t now = used + amount;
-    a->used.store(now, std::memory_order_relaxed);
-    if (now > a->peak.load(std::memory_order_relaxed)) {
-      a->peak.store(now, std::memory_order_relaxed);
-    }
-    amount = Above(now, a->reservation) - Above(used, a->reservation);
-  }
-  return absl::OkStatus();
-}
-
-void Allocator::CreditAccountLocked(AccountState* st, int64_t bytes) {
-  int64_t amount = bytes;
-  for (AccountState* a = st; a != nullptr && amount > 0; a = a->parent.get()) {
-    const int64_t used = a->used.load(std::memory_order_relaxed);
-    a->used.store(used - amount, std::memory_order_relaxed);
-    amount = Above(used, a->reservation) - Above(used - amount, a->reservation);
-  }
-}
-
-void Allocator::TagChunkLocked(ChunkHandle h, AccountState* st) {
-  if (ABSL_PREDICT_FALSE(h >= chunk_account_.size())) {
-    chunk_account_.resize(std::max<size_t>(h + 1, chunks_.capacity()), 0);
-  }
-  chunk_account_[h] = st->id;
-  const int64_t bytes =
-      static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
-  st->pending -= bytes;
-  Add(st->own, bytes);
-  Add(st->allocations, 1);
-  Add(st->live, 1);
-}
-
-void Allocator::CreditFreedChunkLocked(ChunkHandle h) {
-  AccountState* st = ChunkAccountLocked(h);
-  if (st == nullptr) return;
-  chunk_account_[h] = 0;
-  const int64_t bytes =
-      static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
-  Add(st->own, -bytes);
-  Add(st->frees, 1);
-  Add(st->live, -1);
-  CreditAccountLocked(st, bytes);
-  if (ABSL_PREDICT_FALSE(st->closed)) MaybeForgetAccountLocked(st);
+  return absl::InternalError("account charge refused by no limit");
 }
 
 void Allocator::MaybeForgetAccountLocked(AccountState* st) {
