@@ -26,6 +26,7 @@
 #include "bfc/virtual_sub_allocator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/quiet_log.h"
 
 namespace bfc {
 namespace {
@@ -49,21 +50,6 @@ AccountOptions Named(std::string name, int64_t limit = kNoAccountLimit,
   o.reservation_bytes = reservation;
   return o;
 }
-
-// Keeps expected warnings (leaks logged by a destructor) out of the output.
-class QuietLog {
- public:
-  QuietLog()
-      : previous_(SetLogSink([this](LogSeverity, std::string_view m) {
-          all_ += std::string(m) + "\n";
-        })) {}
-  ~QuietLog() { SetLogSink(previous_); }
-  const std::string& all() const { return all_; }
-
- private:
-  std::string all_;
-  LogSink previous_;
-};
 
 class AccountTest : public ::testing::Test {
  protected:
@@ -169,7 +155,7 @@ TEST_F(AccountTest, CloseRefusesOpenChildrenAndListsLeaksWithoutFreeing) {
   void* leaked1 = *child->Allocate(3000);
   void* leaked2 = *child->Allocate(2 * kMiB);
   ASSERT_TRUE(child->Deallocate(kept).ok());
-  QuietLog quiet;
+  testing::QuietLog quiet;  // the leak reports are expected
   s = child->Close();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()),
@@ -207,7 +193,7 @@ TEST_F(AccountTest, LeaksAreGroupedBySiteWhenSitesAreRecorded) {
   auto root = *Account::CreateRoot(alloc_.get(), Named("root"));
   std::vector<void*> ps;
   for (int i = 0; i < 5; ++i) ps.push_back(*root->Allocate(4096));
-  QuietLog quiet;
+  testing::QuietLog quiet;  // the leak reports are expected
   absl::Status s = root->Close();
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("(and 4 more from this site)"));

@@ -26,6 +26,7 @@
 #include "fake_cuda/fake_cuda_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/fake_sub_allocator.h"
 
 namespace bfc {
 namespace {
@@ -34,22 +35,6 @@ using ::bfc::testing::GetFake;
 using ::testing::HasSubstr;
 
 constexpr size_t kPage = size_t{2} << 20;
-
-// Keeps the library's error logs of the expected failures out of the test
-// output, and lets a test look at them.
-class CaptureLog {
- public:
-  CaptureLog()
-      : previous_(SetLogSink([this](LogSeverity, std::string_view msg) {
-          all_ += std::string(msg) + "\n";
-        })) {}
-  ~CaptureLog() { SetLogSink(previous_); }
-  const std::string& All() const { return all_; }
-
- private:
-  std::string all_;
-  LogSink previous_;
-};
 
 // What the fake driver holds for device 0.
 struct DriverState {
@@ -155,7 +140,7 @@ TEST_F(CudaVmmTest, RefusesFreesOfPagesItDidNotHandOut) {
   size_t got = 0;
   void* a = sub.Alloc(256, 2 * kPage, &got);
   ASSERT_NE(a, nullptr);
-  CaptureLog log;
+  testing::LogCapture log;
   sub.Free(static_cast<char*>(a) + 256, kPage);  // not page aligned
   sub.Free(a, kPage + 256);                      // not whole pages
   sub.Free(a, 3 * kPage);                        // past what is mapped
@@ -164,7 +149,7 @@ TEST_F(CudaVmmTest, RefusesFreesOfPagesItDidNotHandOut) {
   sub.Free(&dummy, kPage);  // foreign
   EXPECT_EQ(sub.counters().mapped_bytes, 2 * kPage);
   EXPECT_EQ(sub.counters().unmaps, 0);
-  EXPECT_THAT(log.All(), HasSubstr("not a range of whole pages"));
+  EXPECT_TRUE(log.Contains("not a range of whole pages"));
   sub.Free(a, 2 * kPage);
   EXPECT_EQ(sub.counters().mapped_bytes, 0u);
 }
@@ -173,13 +158,13 @@ TEST_F(CudaVmmTest, RunsOutOfAddressSpaceCleanly) {
   CudaVmmSubAllocator sub(0, SmallRange(4));
   ASSERT_TRUE(sub.Availability().ok()) << sub.Availability();
   size_t got = 0;
-  CaptureLog log;
+  testing::LogCapture log;
   EXPECT_EQ(sub.Alloc(256, 5 * kPage, &got), nullptr);
   EXPECT_EQ(got, 0u);
   void* a = sub.Alloc(256, 3 * kPage, &got);
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(sub.Alloc(256, 2 * kPage, &got), nullptr);
-  EXPECT_THAT(log.All(), HasSubstr("no hole of 2 pages"));
+  EXPECT_TRUE(log.Contains("no hole of 2 pages"));
   sub.Free(a, 3 * kPage);
 }
 
@@ -206,7 +191,7 @@ TEST_F(CudaVmmTest, EveryFaultPointRollsBackExactly) {
     const DriverState before = Driver();
     const CudaVmmSubAllocator::Counters c0 = sub.counters();
     GetFake()->fail_call(p.call, p.nth, CUDA_ERROR_OUT_OF_MEMORY);
-    CaptureLog log;
+    testing::LogCapture log;
     void* q = sub.Alloc(256, 3 * kPage, &got);
     if (std::string(p.call) == "cuCtxSynchronize") {
       // Alloc does not synchronize: it succeeds, and the failure waits for
@@ -215,7 +200,7 @@ TEST_F(CudaVmmTest, EveryFaultPointRollsBackExactly) {
       ASSERT_NE(q, nullptr);
       sub.Free(q, 3 * kPage);
       EXPECT_EQ(sub.counters().stuck_pages, 3);
-      EXPECT_THAT(log.All(), HasSubstr("cuCtxSynchronize"));
+      EXPECT_TRUE(log.Contains("cuCtxSynchronize"));
       // The next call synchronizes and unmaps them.
       void* r = sub.Alloc(256, kPage, &got);
       EXPECT_EQ(sub.counters().stuck_pages, 0);
@@ -225,7 +210,7 @@ TEST_F(CudaVmmTest, EveryFaultPointRollsBackExactly) {
     }
     EXPECT_EQ(q, nullptr);
     EXPECT_EQ(got, 0u);
-    EXPECT_THAT(log.All(), HasSubstr(p.call));
+    EXPECT_TRUE(log.Contains(p.call));
     EXPECT_EQ(Driver(), before);
     EXPECT_EQ(sub.counters().mapped_bytes, c0.mapped_bytes);
     EXPECT_EQ(sub.counters().stuck_pages, 0);
@@ -249,12 +234,12 @@ TEST_F(CudaVmmTest, APageThatWillNotUnmapIsRetriedLater) {
   const DriverState before = Driver();
   GetFake()->fail_call("cuMemSetAccess", 1, CUDA_ERROR_OUT_OF_MEMORY);
   GetFake()->fail_call("cuMemUnmap", 1, CUDA_ERROR_UNKNOWN);
-  CaptureLog log;
+  testing::LogCapture log;
   size_t got = 0;
   EXPECT_EQ(sub.Alloc(256, 2 * kPage, &got), nullptr);
   EXPECT_EQ(sub.counters().stuck_pages, 1);
   EXPECT_EQ(sub.counters().mapped_bytes, 0u);
-  EXPECT_THAT(log.All(), HasSubstr("retried later"));
+  EXPECT_TRUE(log.Contains("retried later"));
   // The stuck page (page 0) is not handed out; the retry unmaps it first.
   void* a = sub.Alloc(256, kPage, &got);
   EXPECT_EQ(a, At(sub, 0));
@@ -465,7 +450,7 @@ TEST_F(CudaVmmTest, DriverFaultsUnderAnAllocatorLoseNothing) {
     // The back-off's next size is below the request, so one failure
     // fails it.
     GetFake()->fail_call(call, 1, CUDA_ERROR_OUT_OF_MEMORY);
-    CaptureLog log;
+    testing::LogCapture log;
     EXPECT_EQ(a.AllocateRaw(256, 3 * kPage), nullptr);
     ASSERT_TRUE(a.Validate().ok()) << a.Validate();
     EXPECT_EQ(*a.GetStats()->pool_bytes, pool);
@@ -513,7 +498,7 @@ TEST_F(CudaVmmTest, ValidateFindsAMappedPageNoRegionHoldsOrTheReverse) {
   void* p = a.AllocateRaw(256, 3 * kPage);
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(a.Validate().ok()) << a.Validate();
-  CaptureLog log;
+  testing::LogCapture log;
   sub->Free(At(*sub, 2), kPage);  // the allocator still holds it
   const absl::Status s = a.Validate();
   EXPECT_FALSE(s.ok());

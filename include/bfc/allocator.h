@@ -450,9 +450,12 @@ class Allocator {
   // the last Extend attempt; true when it released any.
   [[nodiscard]] bool DeallocateFreeRegions(size_t rounded_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // ReleaseFreeRegions' body: bytes given back.
-  size_t ReleaseFreeRegionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // ReleaseFreeMemory's body.
+  // ReleaseFreeRegions' body: bytes given back, stopping once `bytes` have
+  // gone (ReleaseFreeMemory's first step).
+  size_t ReleaseFreeRegionsLocked(
+      size_t bytes = std::numeric_limits<size_t>::max())
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ReleaseFreeMemory's body: whole regions, then interiors.
   size_t ReleaseFreeMemoryLocked(size_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // With partial_free_bytes_ > 0: gives back the page-aligned interiors of

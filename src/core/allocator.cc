@@ -1439,7 +1439,7 @@ bool Allocator::ReleaseRegionLocked(internal::AllocationRegion r, bool binned) {
   return true;
 }
 
-size_t Allocator::ReleaseFreeRegionsLocked() {
+size_t Allocator::ReleaseFreeRegionsLocked(size_t bytes) {
   // Memory another stream's work may still use is not given back before
   // that work is done (PyTorch's empty_cache synchronizes its events too);
   // what a failed synchronization leaves pending stays.
@@ -1456,11 +1456,14 @@ size_t Allocator::ReleaseFreeRegionsLocked() {
     }
   }
   size_t released = 0;
+  bool any = false;
   for (const internal::AllocationRegion& r : to_release) {
+    if (released >= bytes) break;
+    any = true;
     if (ReleaseRegionLocked(r, /*binned=*/true)) released += r.memory_size();
   }
   // The limit has room again: waiters may now Extend.
-  if (!to_release.empty()) WakeWaiters();
+  if (any) WakeWaiters();
   MaybeValidate("ReleaseFreeRegions");
   return released;
 }
@@ -1471,28 +1474,15 @@ size_t Allocator::ReleaseFreeMemory(size_t bytes) {
 }
 
 size_t Allocator::ReleaseFreeMemoryLocked(size_t bytes) {
-  if (ABSL_PREDICT_FALSE(multi_stream_)) {
-    (void)SynchronizeAllStreams();
-    MergeDeferred();
-  }
-  if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) MergeFullyFreeRegions();
-  std::vector<internal::AllocationRegion> whole;
-  for (const internal::AllocationRegion& r : region_manager_.regions()) {
-    const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
-    if (!c.in_use() && c.size == r.memory_size() && FenceComplete(c.fence)) {
-      whole.push_back(r);
+  size_t released = ReleaseFreeRegionsLocked(bytes);
+  if (released < bytes && partial_free_bytes_ > 0) {
+    const size_t more = ReleaseFreeInteriors(bytes - released);
+    if (more > 0) {
+      released += more;
+      WakeWaiters();
+      MaybeValidate("ReleaseFreeMemory");
     }
   }
-  size_t released = 0;
-  for (const internal::AllocationRegion& r : whole) {
-    if (released >= bytes) break;
-    if (ReleaseRegionLocked(r, /*binned=*/true)) released += r.memory_size();
-  }
-  if (released < bytes && partial_free_bytes_ > 0) {
-    released += ReleaseFreeInteriors(bytes - released);
-  }
-  if (released > 0) WakeWaiters();
-  MaybeValidate("ReleaseFreeMemory");
   return released;
 }
 

@@ -95,36 +95,29 @@ absl::Status Allocator::ChargeAccountLocked(AccountState* st, int64_t bytes) {
 
 absl::Status Allocator::AccountRefusalLocked(const AccountState* st,
                                              int64_t bytes) const {
-  // The first level whose limit refuses the charge, found as
-  // TryChargeAccountLocked walks (nothing was changed).
-  int64_t amount = bytes;
-  for (const AccountState* a = st; a != nullptr && amount > 0;
-       a = a->parent.get()) {
-    const int64_t used = a->used.load(std::memory_order_relaxed);
-    if (amount > a->limit - used) {
-      std::string children;
-      std::vector<std::pair<int64_t, const AccountState*>> kids;
-      for (const AccountState* c : a->children) {
-        kids.emplace_back(std::max(c->used.load(), c->reservation.load()), c);
-      }
-      std::sort(kids.begin(), kids.end(),
-                [](const auto& x, const auto& y) { return x.first > y.first; });
-      for (size_t i = 0; i < kids.size() && i < 3; ++i) {
-        absl::StrAppend(&children, i == 0 ? "; largest children: " : ", ", "'",
-                        kids[i].second->path, "' ", Bytes(kids[i].first));
-      }
-      absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
-          "account '%s': charging %s (%d bytes) would pass the limit of "
-          "account '%s': %s in use of %s (own allocations %s)%s",
-          st->path, Bytes(bytes), bytes, a->path, Bytes(used), Bytes(a->limit),
-          Bytes(a->own.load()), children));
-      s.SetPayload(kAccountLimitPayload, absl::Cord(a->path));
-      return s;
-    }
-    amount = internal::AboveReservation(used + amount, *a) -
-             internal::AboveReservation(used, *a);
+  const AccountState* a = internal::RefusingLevel(st, bytes);
+  if (a == nullptr) {
+    return absl::InternalError("account charge refused by no limit");
   }
-  return absl::InternalError("account charge refused by no limit");
+  const int64_t used = a->used.load(std::memory_order_relaxed);
+  std::string children;
+  std::vector<std::pair<int64_t, const AccountState*>> kids;
+  for (const AccountState* c : a->children) {
+    kids.emplace_back(std::max(c->used.load(), c->reservation.load()), c);
+  }
+  std::sort(kids.begin(), kids.end(),
+            [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (size_t i = 0; i < kids.size() && i < 3; ++i) {
+    absl::StrAppend(&children, i == 0 ? "; largest children: " : ", ", "'",
+                    kids[i].second->path, "' ", Bytes(kids[i].first));
+  }
+  absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
+      "account '%s': charging %s (%d bytes) would pass the limit of "
+      "account '%s': %s in use of %s (own allocations %s)%s",
+      st->path, Bytes(bytes), bytes, a->path, Bytes(used), Bytes(a->limit),
+      Bytes(a->own.load()), children));
+  s.SetPayload(kAccountLimitPayload, absl::Cord(a->path));
+  return s;
 }
 
 void Allocator::MaybeForgetAccountLocked(AccountState* st) {

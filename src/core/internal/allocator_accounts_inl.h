@@ -38,21 +38,29 @@ inline int64_t AboveReservation(int64_t used, const AccountState& a) {
   return used > r ? used - r : 0;
 }
 
+// The first level from `st` up whose limit a charge of `bytes` would pass
+// (what each level adds is what the level below adds beyond its
+// reservation), or nullptr when every level can take it. Changes nothing.
+inline const AccountState* RefusingLevel(const AccountState* st,
+                                         int64_t bytes) {
+  int64_t amount = bytes;
+  for (const AccountState* a = st; a != nullptr && amount > 0;
+       a = a->parent.get()) {
+    const int64_t used = a->used.load(std::memory_order_relaxed);
+    if (amount > a->limit - used) return a;
+    amount = AboveReservation(used + amount, *a) - AboveReservation(used, *a);
+  }
+  return nullptr;
+}
+
 }  // namespace internal
 
 inline bool Allocator::TryChargeAccountLocked(internal::AccountState* st,
                                               int64_t bytes) {
   using internal::AboveReservation;
-  // Every level is checked before any changes: what each adds is what the
-  // level below adds beyond its reservation.
+  // Every level is checked before any changes.
+  if (internal::RefusingLevel(st, bytes) != nullptr) return false;
   int64_t amount = bytes;
-  for (internal::AccountState* a = st; a != nullptr && amount > 0;
-       a = a->parent.get()) {
-    const int64_t used = a->used.load(std::memory_order_relaxed);
-    if (amount > a->limit - used) return false;
-    amount = AboveReservation(used + amount, *a) - AboveReservation(used, *a);
-  }
-  amount = bytes;
   for (internal::AccountState* a = st; a != nullptr && amount > 0;
        a = a->parent.get()) {
     const int64_t used = a->used.load(std::memory_order_relaxed);
