@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bfc/units.h"
@@ -304,6 +306,86 @@ TEST_F(ReplayReportTest, EveryFieldIsCheckedForTypeAndRange) {
   }
   EXPECT_FALSE(ReplayReportFromJson("[1]").ok());
   EXPECT_FALSE(ReplayReportFromJson("7").ok());
+}
+
+// Accounts: every op charged to one of three accounts by its index; each
+// account's series is what its allocations have in use, summed here from
+// the trace itself (rounded to 256 B, as charges are).
+TEST(ReplayReportAccountsTest, SeriesFollowTheChargedAllocations) {
+  const CompiledTrace trace = Load("resnet50-infer.csv");
+  ReplayReportOptions options;
+  options.history = false;
+  options.account_names = {"a", "b", "c"};
+  options.account_of_op = [](size_t i) -> size_t { return i % 3; };
+  absl::StatusOr<ReplayReport> r =
+      BuildReplayReport(trace, MakeAllocator, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ReplayTimeline& t = r->timeline;
+  ASSERT_EQ(t.accounts.size(), 3u);
+  EXPECT_EQ(t.accounts[0].path, "replay/a");
+  EXPECT_EQ(t.accounts[2].path, "replay/c");
+  std::vector<int64_t> want(3, 0);
+  std::map<uint32_t, std::pair<size_t, int64_t>> live;  // slot: account, bytes
+  for (size_t i = 0; i < trace.ops.size(); ++i) {
+    const ReplayOp& op = trace.ops[i];
+    const int64_t rounded = static_cast<int64_t>((op.size + 255) / 256 * 256);
+    if (op.kind == ReplayOp::Kind::kAllocate) {
+      live[op.slot] = {i % 3, rounded};
+      want[i % 3] += rounded;
+    } else {
+      const auto it = live.find(op.slot);
+      ASSERT_NE(it, live.end());
+      want[it->second.first] -= it->second.second;
+      live.erase(it);
+    }
+    for (size_t k = 0; k < 3; ++k) {
+      ASSERT_EQ(t.accounts[k].bytes_in_use[i], want[k])
+          << "op " << i << " account " << k;
+    }
+  }
+
+  // The series round-trip, and a report without them still reads.
+  using nlohmann::json;
+  const json good = json::parse(ReplayReportToJson(*r));
+  absl::StatusOr<ReplayReport> back = ReplayReportFromJson(good.dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->timeline.accounts.size(), 3u);
+  EXPECT_EQ(back->timeline.accounts[1].path, "replay/b");
+  EXPECT_EQ(back->timeline.accounts[1].bytes_in_use,
+            t.accounts[1].bytes_in_use);
+  json old = good;
+  old["timeline"].erase("accounts");
+  back = ReplayReportFromJson(old.dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->timeline.accounts.empty());
+  for (const auto& [pointer, value, message] :
+       std::vector<std::tuple<std::string, json, std::string>>{
+           {"/timeline/accounts/0/bytes_in_use/3", -1,
+            "\"timeline.accounts[0].bytes_in_use[3]\" is negative"},
+           {"/timeline/accounts/1/path", 5,
+            "\"timeline.accounts[1].path\" is not a string"},
+           {"/timeline/accounts", json::object(),
+            "\"timeline.accounts\" is not an array"},
+       }) {
+    SCOPED_TRACE(pointer);
+    json doc = good;
+    doc[json::json_pointer(pointer)] = value;
+    absl::StatusOr<ReplayReport> bad = ReplayReportFromJson(doc.dump());
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(bad.status().message(), HasSubstr(message));
+  }
+  json shorter = good;
+  shorter["timeline"]["accounts"][2]["bytes_in_use"].erase(0);
+  absl::StatusOr<ReplayReport> bad = ReplayReportFromJson(shorter.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("differs in length"));
+
+  // A name no account can have is refused, naming it.
+  options.account_names = {"ok", "x/y"};
+  r = BuildReplayReport(trace, MakeAllocator, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("account 'x/y'"));
 }
 
 // The data <script> of the page, between its start tag and the first

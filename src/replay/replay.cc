@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "bfc/account.h"
 
 namespace bfc {
 
@@ -101,6 +102,9 @@ void Replayer::Loop(ReplaySummary* s) {
     void* p;
     if (op.kind == ReplayOp::Kind::kAllocate) {
       if constexpr (kStreams) attr.stream = StreamOf(op);
+      if constexpr (kCallbacks) {
+        if (options_.account_of) attr.account = options_.account_of(i, op);
+      }
       p = allocator_.AllocateRaw(alignment, op.size, attr);
       slots[op.slot] = p;
       if (p != nullptr) {
@@ -167,7 +171,8 @@ absl::StatusOr<ReplaySummary> Replayer::Run() {
   s.events = trace_.num_events;
   s.ops = trace_.ops.size();
 
-  const bool callbacks = options_.on_allocate || options_.after_op;
+  const bool callbacks =
+      options_.on_allocate || options_.after_op || options_.account_of;
   auto start = std::chrono::steady_clock::now();
   if (options_.streams) {
     if (callbacks) {
@@ -240,6 +245,42 @@ absl::StatusOr<ReplaySummary> ReplayTrace(const CompiledTrace& trace,
   absl::StatusOr<ReplaySummary> s = replayer.Run();
   replayer.ReleaseLive();
   return s;
+}
+
+absl::Status ReplayAccounts::Open(
+    Allocator* allocator, const std::vector<std::string>& names,
+    std::function<size_t(size_t op_index)> account_of_op) {
+  AccountOptions root_options;
+  root_options.name = "replay";
+  absl::StatusOr<std::shared_ptr<Account>> root =
+      Account::CreateRoot(allocator, root_options);
+  if (!root.ok()) return root.status();
+  root_ = *std::move(root);
+  for (const std::string& name : names) {
+    AccountOptions child;
+    child.name = name;
+    absl::StatusOr<std::shared_ptr<Account>> c = root_->CreateChild(child);
+    if (!c.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("account '%s': %s", name, c.status().message()));
+    }
+    children_.push_back(*std::move(c));
+  }
+  account_of_op_ = std::move(account_of_op);
+  return absl::OkStatus();
+}
+
+void ReplayAccounts::Attach(ReplayOptions* replay) const {
+  if (root_ == nullptr) return;
+  replay->account_of = [this](size_t i, const ReplayOp&) -> Account* {
+    const size_t k = account_of_op_ ? account_of_op_(i) : children_.size();
+    return k < children_.size() ? children_[k].get() : root_.get();
+  };
+}
+
+void ReplayAccounts::Close() {
+  for (const std::shared_ptr<Account>& c : children_) (void)c->Close();
+  if (root_ != nullptr) (void)root_->Close();
 }
 
 }  // namespace bfc

@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bfc/account.h"
 #include "nlohmann/json.hpp"
 #include "report/json_value.h"
 #include "report/text_escape.h"
@@ -37,6 +40,22 @@ void Sample(const Allocator& allocator, const ReplayOp& op, ReplayTimeline* t) {
   t->in_use_bytes.push_back(s.bytes_in_use);
   t->pool_bytes.push_back(s.pool_bytes.value_or(0));
   t->fragmentation.push_back(s.fragmentation);
+}
+
+// The accounts of `options` on `allocator`, charged by `replay` (nothing
+// when it names none).
+absl::Status OpenAccounts(Allocator* allocator,
+                          const ReplayReportOptions& options,
+                          ReplayAccounts* accounts, ReplayOptions* replay) {
+  if (options.account_names.empty()) return absl::OkStatus();
+  absl::Status s =
+      accounts->Open(allocator, options.account_names, options.account_of_op);
+  if (!s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("BuildReplayReport: ", s.message()));
+  }
+  accounts->Attach(replay);
+  return absl::OkStatus();
 }
 
 json SummaryToJson(const ReplaySummary& s) {
@@ -134,6 +153,10 @@ json ReportToJsonValue(const ReplayReport& r) {
                          {"event_index", s.event_index},
                          {"dump", internal::MemoryDumpToJsonValue(s.dump)}});
   }
+  json accounts = json::array();
+  for (const ReplayAccountSeries& a : t.accounts) {
+    accounts.push_back({{"path", a.path}, {"bytes_in_use", a.bytes_in_use}});
+  }
   const std::vector<ReplayHistoryEvent>& h = r.history;
   std::vector<int> action;
   std::vector<uint64_t> op_index, address, size, requested, line;
@@ -151,27 +174,31 @@ json ReportToJsonValue(const ReplayReport& r) {
     pointer.push_back(e.pointer != 0 ? absl::StrCat("0x", absl::Hex(e.pointer))
                                      : std::string());
   }
-  return json{{"format", kFormat},
-              {"version", kVersion},
-              {"trace", r.trace_name},
-              {"summary", SummaryToJson(r.summary)},
-              {"timeline",
-               {{"event_index", t.event_index},
-                {"live_bytes", t.live_bytes},
-                {"in_use_bytes", t.in_use_bytes},
-                {"pool_bytes", t.pool_bytes},
-                {"fragmentation", t.fragmentation}}},
-              {"snapshots", std::move(snapshots)},
-              {"history",
-               {{"action", std::move(action)},
-                {"op_index", std::move(op_index)},
-                {"address", std::move(address)},
-                {"size", std::move(size)},
-                {"requested_size", std::move(requested)},
-                {"allocation_id", std::move(allocation_id)},
-                {"time_us", std::move(time_us)},
-                {"line", std::move(line)},
-                {"pointer", std::move(pointer)}}}};
+  json out = json{{"format", kFormat},
+                  {"version", kVersion},
+                  {"trace", r.trace_name},
+                  {"summary", SummaryToJson(r.summary)},
+                  {"timeline",
+                   {{"event_index", t.event_index},
+                    {"live_bytes", t.live_bytes},
+                    {"in_use_bytes", t.in_use_bytes},
+                    {"pool_bytes", t.pool_bytes},
+                    {"fragmentation", t.fragmentation}}},
+                  {"snapshots", std::move(snapshots)},
+                  {"history",
+                   {{"action", std::move(action)},
+                    {"op_index", std::move(op_index)},
+                    {"address", std::move(address)},
+                    {"size", std::move(size)},
+                    {"requested_size", std::move(requested)},
+                    {"allocation_id", std::move(allocation_id)},
+                    {"time_us", std::move(time_us)},
+                    {"line", std::move(line)},
+                    {"pointer", std::move(pointer)}}}};
+  // Only a replay with accounts has them (the series are parallel to the
+  // others: tools that check every timeline key see none that is empty).
+  if (!accounts.empty()) out["timeline"]["accounts"] = std::move(accounts);
+  return out;
 }
 
 }  // namespace
@@ -203,6 +230,17 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
   int64_t peak = -1;
   size_t peak_op = 0;
   ReplayOptions replay = options.replay;
+  // Declared after the allocator: closed and gone before it.
+  ReplayAccounts accounts;
+  if (absl::Status s =
+          OpenAccounts(allocator.get(), options, &accounts, &replay);
+      !s.ok()) {
+    return s;
+  }
+  for (const std::shared_ptr<Account>& c : accounts.children()) {
+    t.accounts.push_back({c->path(), {}});
+    t.accounts.back().bytes_in_use.reserve(n);
+  }
   // events_before[i]: history events recorded before op i ran.
   std::vector<uint64_t> events_before;
   if (options.history) {
@@ -214,6 +252,10 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
     if (options.history)
       events_before.push_back(allocator->NumMemoryEventsRecorded());
     Sample(*allocator, op, &t);
+    for (size_t k = 0; k < accounts.children().size(); ++k) {
+      t.accounts[k].bytes_in_use.push_back(
+          accounts.children()[k]->GetStats().bytes_in_use);
+    }
     if (t.in_use_bytes.back() > peak) {
       peak = t.in_use_bytes.back();
       peak_op = i;
@@ -251,6 +293,7 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
       }
     }
   }
+  accounts.Close();
   progress(n);
 
   // Pass 2: replay into a fresh allocator up to the peak and take its map.
@@ -260,6 +303,12 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
     std::unique_ptr<Allocator> second = make_allocator();
     if (second == nullptr) {
       return absl::InternalError("BuildReplayReport: make_allocator gave null");
+    }
+    ReplayAccounts second_accounts;
+    if (absl::Status s =
+            OpenAccounts(second.get(), options, &second_accounts, &replay);
+        !s.ok()) {
+      return s;
     }
     bool taken = false;
     replay.after_op = [&](size_t i, const ReplayOp& op, void*) {
@@ -271,9 +320,12 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
       }
       if (i % kProgressEvery == 0) progress(n + i);
     };
-    Replayer replayer(trace, *second, replay);
-    absl::StatusOr<ReplaySummary> again = replayer.Run();
-    if (!again.ok()) return again.status();
+    {
+      Replayer replayer(trace, *second, replay);
+      absl::StatusOr<ReplaySummary> again = replayer.Run();
+      if (!again.ok()) return again.status();
+    }
+    second_accounts.Close();
   } else {
     at_peak.dump = end.dump;
   }
@@ -333,6 +385,28 @@ absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
     CheckEach<int64_t>(r.timeline.in_use_bytes, "in_use_bytes", 0, kMax);
     CheckEach<int64_t>(r.timeline.pool_bytes, "pool_bytes", 0, kMax);
     CheckEach<double>(r.timeline.fragmentation, "fragmentation", 0.0, 1.0);
+    if (t.contains("accounts")) {
+      const json& aj = internal::ArrayMember(t, tp, "accounts");
+      for (size_t i = 0; i < aj.size(); ++i) {
+        const std::string ap = absl::StrCat("timeline.accounts[", i, "]");
+        ReplayAccountSeries a;
+        a.path = CheckedGet<std::string>(aj[i], ap, "path");
+        a.bytes_in_use =
+            CheckedGet<std::vector<int64_t>>(aj[i], ap, "bytes_in_use");
+        if (a.bytes_in_use.size() != n) {
+          internal::FieldError(ap + ".bytes_in_use",
+                               "differs in length from the timeline");
+        }
+        for (size_t k = 0; k < n; ++k) {
+          if (a.bytes_in_use[k] < 0) {
+            internal::FieldError(
+                absl::StrCat(ap, ".bytes_in_use[", k, "]"),
+                absl::StrCat("is negative (got ", a.bytes_in_use[k], ")"));
+          }
+        }
+        r.timeline.accounts.push_back(std::move(a));
+      }
+    }
     for (size_t i = 1; i < n; ++i) {
       if (r.timeline.event_index[i] < r.timeline.event_index[i - 1]) {
         internal::FieldError(absl::StrCat("timeline.event_index[", i, "]"),

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "bfc/allocator.h"
 #include "bfc/replay/trace.h"
@@ -62,6 +63,12 @@ struct ReplayOptions {
   // it, with whatever StreamOps it was given (MakeCompletedWorkStreamOps for
   // a replay without a device). Off: one stream, TF's placements.
   bool streams = false;
+  // Charges each allocate op to the account this returns for it
+  // (AllocationAttributes::account; nullptr: no account): per-phase,
+  // per-request or per-model budgets replayed from a trace. The account must
+  // be on the replay's allocator. Charged allocations take the allocator's
+  // general path, so ns/op is not the uncharged replay's.
+  std::function<Account*(size_t op_index, const ReplayOp& op)> account_of;
   // When callbacks are set, their time is part of `wall_seconds`.
 };
 
@@ -153,6 +160,35 @@ class Replayer {
 absl::StatusOr<ReplaySummary> ReplayTrace(
     const CompiledTrace& trace, Allocator& allocator,
     const ReplayOptions& options = ReplayOptions());
+
+// Accounts for a replay (bfc/account.h): a root "replay" on the replay's
+// allocator and one child per name, with a ReplayOptions::account_of that
+// charges allocate op i to child account_of_op(i) (an index into the names;
+// any other value: the root). Used by bfc-replay --accounts (a child per
+// trace phase) and BuildReplayReport. Declare it after the allocator and
+// keep it until the replay has freed what it left live.
+class ReplayAccounts {
+ public:
+  // InvalidArgument naming a name no account can have (Account::CreateChild
+  // says why: empty, a '/', taken).
+  absl::Status Open(Allocator* allocator, const std::vector<std::string>& names,
+                    std::function<size_t(size_t op_index)> account_of_op);
+  // Sets replay->account_of (nothing before Open).
+  void Attach(ReplayOptions* replay) const;
+  // Closes the children, then the root (what is still charged is logged
+  // as leaked).
+  void Close();
+
+  const std::shared_ptr<Account>& root() const { return root_; }
+  const std::vector<std::shared_ptr<Account>>& children() const {
+    return children_;
+  }
+
+ private:
+  std::shared_ptr<Account> root_;
+  std::vector<std::shared_ptr<Account>> children_;
+  std::function<size_t(size_t)> account_of_op_;
+};
 
 }  // namespace bfc
 

@@ -50,6 +50,13 @@
 
 namespace bfc {
 
+// The bytes charged to one account (bfc/account.h) after each op, parallel
+// to the timeline's other series: what the viewer's per-account chart draws.
+struct ReplayAccountSeries {
+  std::string path;                   // "replay/iter0"
+  std::vector<int64_t> bytes_in_use;  // AccountStats::bytes_in_use
+};
+
 // One sample per replayed op, parallel vectors.
 struct ReplayTimeline {
   std::vector<uint64_t> event_index;  // the op's row in the trace (0-based)
@@ -57,6 +64,9 @@ struct ReplayTimeline {
   std::vector<int64_t> in_use_bytes;  // whole chunks in use
   std::vector<int64_t> pool_bytes;    // regions held
   std::vector<double> fragmentation;  // AllocatorStats::fragmentation
+  // With ReplayReportOptions::account_names: one series per account, in
+  // their order; empty otherwise.
+  std::vector<ReplayAccountSeries> accounts;
 
   size_t size() const { return event_index.size(); }
 };
@@ -99,10 +109,18 @@ struct ReplayReportOptions {
   // The trace `trace` was compiled from: gives history events their line
   // and original pointer. Optional; must outlive the call.
   const Trace* source = nullptr;
+  // Accounts: on each allocator it makes, the report opens a root account
+  // "replay" with one child per name (unique, no '/'), charges allocate op i
+  // to child account_of_op(i) (an index into account_names; anything else:
+  // the root), and records each child's bytes in use after every op
+  // (ReplayTimeline::accounts). Empty: no accounts.
+  std::vector<std::string> account_names;
+  std::function<size_t(size_t op_index)> account_of_op;
 };
 
-// Errors: those of Replayer::Run (an inconsistent trace), or Internal when
-// make_allocator returns nullptr.
+// Errors: those of Replayer::Run (an inconsistent trace), Internal when
+// make_allocator returns nullptr, InvalidArgument for account names an
+// account cannot have (Account::CreateChild's message).
 absl::StatusOr<ReplayReport> BuildReplayReport(
     const CompiledTrace& trace,
     const std::function<std::unique_ptr<Allocator>()>& make_allocator,
@@ -110,7 +128,9 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
 
 // {"format": "bfc-replay-report", "version": 1, "trace": NAME,
 //  "summary": {...every ReplaySummary field...},
-//  "timeline": {"event_index": [...], "live_bytes": [...], ...},
+//  "timeline": {"event_index": [...], "live_bytes": [...], ...,
+//               "accounts": [{"path": P, "bytes_in_use": [...]}, ...]},
+//  ("accounts" only when the replay had accounts)
 //  "snapshots": [{"label", "op_index", "event_index", "dump": MEMORY DUMP}],
 //  "history": {"action": [...], "op_index": [...], "address": [...],
 //              "size": [...], "requested_size": [...],
@@ -119,7 +139,8 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
 // with MEMORY DUMP as in bfc/memory_dump.h and one column entry per history
 // event ("action": MemoryEvent::Action's value; "pointer" a hex string, ""
 // when unknown, as JavaScript numbers cannot hold every 64-bit pointer).
-// "history" is optional when read (reports written before it existed).
+// "history" and "timeline.accounts" are optional when read (reports written
+// before they existed).
 std::string ReplayReportToJson(const ReplayReport& report, int indent = -1);
 absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view json);
 
