@@ -993,6 +993,10 @@ TEST_F(BfcReplayPhasesTest, ComparePoliciesUsageErrors) {
            {"--compare-policies '" + trace + "' '" + other + "' --phases '" +
                 trace + "'",
             "--phases names one trace's phases"},
+           {"--compare-policies '" + trace + "' --accounts",
+            "--accounts cannot be combined with --compare-policies"},
+           {"'" + trace + "' --accounts",
+            "--accounts needs the trace's phases"},
        }) {
     SCOPED_TRACE(c.args);
     Result r = Run(c.args);
@@ -1002,6 +1006,110 @@ TEST_F(BfcReplayPhasesTest, ComparePoliciesUsageErrors) {
     EXPECT_EQ(r.out, "");
   }
   EXPECT_THAT(DirEntries(), ElementsAre("other.csv", "small.csv"));
+}
+
+// --- --accounts
+// ---------------------------------------------------------------
+
+// Weights made in construct and freed in teardown; iter0 frees one of its
+// two allocations in iter1; iter1 leaves one allocation live.
+constexpr char kAccountsTrace[] =
+    "Thread,Time,Action,Pointer,Size,Stream\n"
+    "1,0,allocate,0xa,1000,0\n"  // 0 construct: 1024 B charged
+    "1,0,allocate,0xb,2048,0\n"  // 1 iter0
+    "1,0,allocate,0xc,512,0\n"   // 2 iter0
+    "1,0,free,0xb,2048,0\n"      // 3 iter0
+    "1,0,allocate,0xe,300,0\n"   // 4 iter1: 512 B charged, never freed
+    "1,0,allocate,0xd,4096,0\n"  // 5 iter1
+    "1,0,free,0xc,512,0\n"       // 6 iter1 frees iter0's
+    "1,0,free,0xd,4096,0\n"      // 7 iter1
+    "1,0,free,0xa,1000,0\n";     // 8 teardown
+constexpr char kAccountsPhases[] =
+    "Phase,FirstEvent,Time\n"
+    "construct,0,0\n"
+    "iter0,1,0\n"
+    "iter1,4,0\n"
+    "teardown,8,0\n";
+
+TEST_F(BfcReplayPhasesTest, AccountsPerPhaseInTheSummary) {
+  const std::string trace =
+      WriteWithPhases("acc", kAccountsTrace, kAccountsPhases);
+  Result r = Run("'" + trace + "' --accounts --summary-json -");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 0) << r.err;
+  nlohmann::json j =
+      nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_TRUE(j.contains("accounts")) << j.dump(2);
+  const nlohmann::json& a = j["accounts"];
+  ASSERT_EQ(a.size(), 5u) << a.dump(2);
+  // Worked by hand from the trace above (sizes rounded to 256 B).
+  struct Want {
+    const char* path;
+    int64_t peak, allocations, frees, live, bytes_at_end;
+  };
+  const Want want[] = {
+      // All at once after row 5: 1024 + 512 + 512 + 4096.
+      {"replay", 6144, 0, 0, 0, 512},
+      {"replay/construct", 1024, 1, 1, 0, 0},
+      // The free of 0xc in iter1 credits iter0, the account it was charged to.
+      {"replay/iter0", 2560, 2, 2, 0, 0},
+      {"replay/iter1", 4608, 2, 1, 1, 512},
+      {"replay/teardown", 0, 0, 0, 0, 0},
+  };
+  for (size_t i = 0; i < 5; ++i) {
+    SCOPED_TRACE(want[i].path);
+    EXPECT_EQ(a[i]["path"], want[i].path);
+    EXPECT_EQ(a[i]["peak_bytes_in_use"], want[i].peak);
+    EXPECT_EQ(a[i]["allocations"], want[i].allocations);
+    EXPECT_EQ(a[i]["frees"], want[i].frees);
+    EXPECT_EQ(a[i]["live_at_end"], want[i].live);
+    EXPECT_EQ(a[i]["bytes_in_use_at_end"], want[i].bytes_at_end);
+  }
+  EXPECT_THAT(r.err, HasSubstr("account           replay/iter1: peak 4.50 KiB "
+                               "(4608 B), 2 allocations, 1 frees, 1 live at "
+                               "end (512 B)"));
+  // Without --accounts: no accounts key, and the same placements' numbers.
+  nlohmann::json plain = Summary("'" + trace + "'");
+  ASSERT_FALSE(plain.is_discarded());
+  EXPECT_FALSE(plain.contains("accounts"));
+  EXPECT_EQ(plain["peak_pool_bytes"], j["peak_pool_bytes"]);
+  EXPECT_EQ(plain["peak_bytes_in_use"], j["peak_bytes_in_use"]);
+}
+
+TEST_F(BfcReplayPhasesTest, AccountsPerPhaseInTheReportTimeline) {
+  const std::string trace =
+      WriteWithPhases("acc", kAccountsTrace, kAccountsPhases);
+  const std::string json = dir_ + "/report.json";
+  Result r = Run("'" + trace + "' --accounts --quiet --json '" + json + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(Slurp(json));
+  std::remove(json.c_str());
+  const nlohmann::json& acc = j["timeline"]["accounts"];
+  ASSERT_EQ(acc.size(), 4u) << acc.dump();
+  EXPECT_EQ(acc[0]["path"], "replay/construct");
+  EXPECT_EQ(acc[3]["path"], "replay/teardown");
+  // Bytes charged after each of the 9 ops, by hand.
+  EXPECT_EQ(
+      acc[0]["bytes_in_use"],
+      nlohmann::json({1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 0}));
+  EXPECT_EQ(acc[1]["bytes_in_use"],
+            nlohmann::json({0, 2048, 2560, 512, 512, 512, 0, 0, 0}));
+  EXPECT_EQ(acc[2]["bytes_in_use"],
+            nlohmann::json({0, 0, 0, 0, 512, 4608, 4608, 512, 512}));
+  EXPECT_EQ(acc[3]["bytes_in_use"],
+            nlohmann::json({0, 0, 0, 0, 0, 0, 0, 0, 0}));
+}
+
+TEST_F(BfcReplayPhasesTest, AccountsRefuseAPhaseNameNoAccountCanHave) {
+  const std::string trace = WriteWithPhases(
+      "slash", kAccountsTrace, "Phase,FirstEvent\nfwd/bwd,0\nend,9\n");
+  Result r = Run("'" + trace + "' --accounts");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_THAT(r.err,
+              HasSubstr("a phase cannot name an account: account 'fwd/bwd'"));
+  EXPECT_EQ(r.out, "");
 }
 
 }  // namespace

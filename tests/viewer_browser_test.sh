@@ -11,6 +11,9 @@
 #   viewer_browser_test.sh BFC_REPLAY TRACE OUT_DIR --streams
 #       bfc-replay --streams: the streams cards, the pending legend and
 #       chunks pending on streams in the embedded maps
+#   viewer_browser_test.sh BFC_REPLAY TRACE OUT_DIR --accounts PHASES
+#       bfc-replay --accounts --phases PHASES: the per-account chart drawn,
+#       with one series per phase name and its legend
 #   viewer_browser_test.sh BFC_REPLAY TRACE OUT_DIR --scrub [MEMORY_LIMIT]
 #       scrubbing through time: the page opened as PAGE#selftest clicks its own
 #       chart twice (viewer.html says how) and the test checks that each click
@@ -43,7 +46,7 @@ if [ ! -x "$CHROMIUM" ]; then
   exit 77
 fi
 
-scrub=""; limit=""; synthetic=""; streams=""
+scrub=""; limit=""; synthetic=""; streams=""; accounts=""
 if [ "$1" = "--page" ]; then
   page="$2"; out="$3"; mkdir -p "$out"
 elif [ "$1" = "--synthetic" ]; then
@@ -70,6 +73,9 @@ else
   replay_flags=()
   if [ "${4:-}" = "--streams" ]; then
     streams=1; replay_flags=(--streams)
+  fi
+  if [ "${4:-}" = "--accounts" ]; then
+    accounts=1; replay_flags=(--accounts --phases "$5")
   fi
   if [ "${4:-}" = "--scrub" ]; then
     scrub=1; limit="${5:-}"
@@ -150,6 +156,19 @@ if [ -n "$streams" ]; then
   fi
 elif [ "$(attr streams-cards)" != "0" ]; then
   echo "FAIL: streams cards on a replay of one stream"; fail=1
+fi
+if [ -n "$accounts" ]; then
+  # One series per distinct phase name of the file, each in the legend.
+  want=$(tail -n +2 "$5" | cut -d, -f1 | sort -u | wc -l)
+  if [ "$(attr accounts-drawn)" != "$want" ]; then
+    echo "FAIL: $want account series expected, data-accounts-drawn=\"$(attr accounts-drawn)\""
+    fail=1
+  fi
+  if ! grep -q 'replay/iter1 (peak ' "$out/$name.dom.html"; then
+    echo "FAIL: the accounts legend does not name replay/iter1 with its peak"; fail=1
+  fi
+elif [ "$(attr accounts-drawn)" != "0" ]; then
+  echo "FAIL: an accounts chart on a replay without accounts"; fail=1
 fi
 if [ -n "$scrub" ]; then
   if [ "$(attr selftest)" != "done" ]; then

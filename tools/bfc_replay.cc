@@ -45,6 +45,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/allocator_options.h"
 #include "bfc/host_sub_allocator.h"
@@ -111,7 +112,9 @@ constexpr char kSummaryKeys[] =
     "(trace_streams, events_recorded, event_queries, waits_inserted, "
     "synchronizations, bytes_pending_at_end); with phases: phases_file, "
     "iterations, last_iteration (phase, events, sub_allocator_allocs, "
-    "sub_allocator_frees, peak_pool_bytes)";
+    "sub_allocator_frees, peak_pool_bytes); with --accounts: accounts (path, "
+    "peak_bytes_in_use, allocations, frees, live_at_end, "
+    "bytes_in_use_at_end)";
 
 // Spellings the tool had before the option table, kept for scripts and docs.
 const char* OptionAlias(absl::string_view name) {
@@ -154,6 +157,7 @@ struct Flags {
   bool plan = false;
   bool expect_failures = false;  // failed allocations do not make exit 3
   bool streams = false;          // replay each row on its trace Stream
+  bool accounts = false;         // an account per trace phase
   bfc::tools::Verbosity verbosity;
 };
 
@@ -325,6 +329,16 @@ void DeclareFlags(CLI::App& app, Flags* f) {
                "a simulated device whose work has completed whenever the "
                "allocator looks) and report what crossing streams cost; "
                "without it every row is on one stream, as TF replays it")
+      ->option_text("[=true|false]")
+      ->group(kGroupReporting);
+  app.add_flag("--accounts", f->accounts,
+               "Charge each allocation to an account named after the trace "
+               "phase it falls in (bfc/account.h: a root 'replay', one child "
+               "per phase; needs the phases): the summary lists each "
+               "account's peak, allocations, frees and what it left live, "
+               "and --json/--html chart each account's bytes over the trace. "
+               "Charged allocations take the allocator's general path, so "
+               "ns/op is higher")
       ->option_text("[=true|false]")
       ->group(kGroupReporting);
   app.add_flag("--expect-failures", f->expect_failures,
@@ -665,7 +679,8 @@ std::string SummaryJson(const Config& config, const std::string& path,
                         const bfc::ReplaySummary& s,
                         const bfc::tools::TracePhases* phases,
                         const bfc::tools::ReplayProfile* profile,
-                        const nlohmann::ordered_json& vmm) {
+                        const nlohmann::ordered_json& vmm,
+                        const nlohmann::ordered_json& accounts) {
   nlohmann::ordered_json j;
   j["format"] = "bfc-replay-summary";
   j["trace"] = s.trace_name;
@@ -717,6 +732,7 @@ std::string SummaryJson(const Config& config, const std::string& path,
       j["last_iteration"] = PhaseJson(*profile->last_iteration);
     }
   }
+  if (!accounts.is_null()) j["accounts"] = accounts;
   // A trace's file name may hold any bytes: invalid UTF-8 becomes U+FFFD
   // (nlohmann's default handler throws type_error 316 instead).
   return j.dump(2, ' ', /*ensure_ascii=*/false,
@@ -770,12 +786,95 @@ bool WriteOutput(const Flags& flags, const std::string& path,
   return true;
 }
 
+// --accounts: a root account "replay" on the replay's allocator and one
+// child per phase name; each allocation is charged to its phase's account.
+class PhaseAccounts {
+ public:
+  absl::Status Open(bfc::Allocator* allocator, const bfc::CompiledTrace& trace,
+                    const bfc::tools::TracePhases& phases) {
+    map_ = bfc::tools::MapOpsToPhases(trace, phases);
+    absl::Status s = accounts_.Open(allocator, map_.names, [this](size_t i) {
+      return static_cast<size_t>(map_.op_account[i]);
+    });
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          phases.path, ": a phase cannot name an account: ", s.message()));
+    }
+    opened_ = true;
+    return absl::OkStatus();
+  }
+
+  // Charges the replay's allocations (nothing when not opened).
+  void Attach(bfc::ReplayOptions* replay) const { accounts_.Attach(replay); }
+
+  // Each account's numbers now (after the replay, before what the trace
+  // left live is freed): root first, then the phases.
+  void TakeStats() {
+    if (!opened_) return;
+    stats_.clear();
+    stats_.push_back({accounts_.root()->path(), accounts_.root()->GetStats()});
+    for (const std::shared_ptr<bfc::Account>& c : accounts_.children()) {
+      stats_.push_back({c->path(), c->GetStats()});
+    }
+  }
+
+  void Print(std::FILE* out) const {
+    for (const auto& [path, st] : stats_) {
+      std::fprintf(
+          out, "account           %s: peak %s, %lld allocations, %lld frees",
+          path.c_str(),
+          bfc::HumanReadableBytesExact(
+              static_cast<uint64_t>(st.peak_bytes_in_use))
+              .c_str(),
+          static_cast<long long>(st.allocations),
+          static_cast<long long>(st.frees));
+      if (st.live_allocations > 0) {
+        std::fprintf(
+            out, ", %lld live at end (%s)",
+            static_cast<long long>(st.live_allocations),
+            bfc::HumanReadableBytesExact(static_cast<uint64_t>(st.own_bytes))
+                .c_str());
+      }
+      std::fprintf(out, "\n");
+    }
+  }
+
+  // null when not opened.
+  nlohmann::ordered_json Json() const {
+    if (!opened_) return nullptr;
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const auto& [path, st] : stats_) {
+      a.push_back({{"path", path},
+                   {"peak_bytes_in_use", st.peak_bytes_in_use},
+                   {"allocations", st.allocations},
+                   {"frees", st.frees},
+                   {"live_at_end", st.live_allocations},
+                   {"bytes_in_use_at_end", st.bytes_in_use}});
+    }
+    return a;
+  }
+
+  // Once the trace's leftovers are freed, nothing is charged.
+  void Close() { accounts_.Close(); }
+
+  const bfc::tools::PhaseAccountMap* map() const {
+    return opened_ ? &map_ : nullptr;
+  }
+
+ private:
+  bfc::tools::PhaseAccountMap map_;
+  bfc::ReplayAccounts accounts_;
+  bool opened_ = false;
+  std::vector<std::pair<std::string, bfc::AccountStats>> stats_;
+};
+
 // --json / --svg / --html: replays again into fresh allocators configured
 // like the first (BuildReplayReport needs two), then writes each output.
 // Returns the exit status.
 int WriteReport(const Flags& flags, const Config& config,
                 const std::string& trace_path, const bfc::Trace& trace,
-                const bfc::CompiledTrace& compiled) {
+                const bfc::CompiledTrace& compiled,
+                const bfc::tools::PhaseAccountMap* accounts) {
   std::string error;
   auto make = [&]() -> std::unique_ptr<bfc::Allocator> {
     std::unique_ptr<bfc::SubAllocator> sub = MakeSubAllocator(config, &error);
@@ -790,6 +889,12 @@ int WriteReport(const Flags& flags, const Config& config,
   bfc::ReplayReportOptions report_options;
   report_options.source = &trace;
   report_options.replay.streams = flags.streams;
+  if (accounts != nullptr) {
+    report_options.account_names = accounts->names;
+    report_options.account_of_op = [accounts](size_t i) -> size_t {
+      return accounts->op_account[i];
+    };
+  }
   // Progress on a terminal, once the work has taken a second.
   const bool tty = isatty(STDERR_FILENO) != 0 && !flags.verbosity.quiet;
   const absl::Time start = absl::Now();
@@ -1173,6 +1278,12 @@ int ComparePolicies(const CLI::App& app, const Flags& flags) {
                "policies are compared on one stream, as TF replays)");
     return kExitUsage;
   }
+  if (flags.accounts) {
+    PrintError(app,
+               "--accounts cannot be combined with --compare-policies (the "
+               "policies are compared without accounts)");
+    return kExitUsage;
+  }
   const absl::Span<const bfc::OptionField> fields =
       bfc::AllocatorOptionFields();
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -1503,10 +1614,26 @@ int Main(int argc, char** argv) {
   // a report the events are not needed any more.
   if (!report) trace = bfc::Trace();
 
+  if (flags.accounts && !phases.has_value()) {
+    PrintError(app, absl::StrCat("--accounts needs the trace's phases: give "
+                                 "--phases or put them in meta/",
+                                 compiled->name, ".phases.csv beside ", path));
+    return kExitUsage;
+  }
   const bfc::SubAllocator* sub_ptr = sub.get();
   bfc::Allocator allocator(std::move(sub), config.memory_limit, kToolName,
                            config.options);
+  // Declared after the allocator: closed and gone before it.
+  PhaseAccounts accounts;
+  if (flags.accounts) {
+    if (absl::Status s = accounts.Open(&allocator, *compiled, *phases);
+        !s.ok()) {
+      PrintError(app, s.message());
+      return kExitBadInput;
+    }
+  }
   bfc::ReplayOptions replay_options;
+  accounts.Attach(&replay_options);
   if (flags.streams) {
     replay_options.streams = true;
     (void)allocator.SetStreamOps(bfc::MakeCompletedWorkStreamOps());
@@ -1547,11 +1674,15 @@ int Main(int argc, char** argv) {
     PrintSummary(text, config, path, bundled, *compiled, *summary, allocator);
     if (profile.has_value()) PrintPhases(text, *phases, *profile);
   }
+  accounts.TakeStats();
+  if (!quiet) accounts.Print(text);
   replayer.ReleaseLive();
+  accounts.Close();
 
   bool written = true;
   if (report) {
-    written &= WriteReport(flags, config, path, *trace, *compiled) == kExitOk;
+    written &= WriteReport(flags, config, path, *trace, *compiled,
+                           accounts.map()) == kExitOk;
   }
   if (flags.plan) {
     absl::StatusOr<bfc::planner::PlanReport> report =
@@ -1573,7 +1704,7 @@ int Main(int argc, char** argv) {
                     SummaryJson(config, path, bundled, *compiled, *summary,
                                 phases.has_value() ? &*phases : nullptr,
                                 profile.has_value() ? &*profile : nullptr,
-                                VmmJson(sub_ptr)),
+                                VmmJson(sub_ptr), accounts.Json()),
                     "the summary");
   }
   if (!written) return kExitBadInput;

@@ -65,6 +65,31 @@ const TracePhase* TracePhases::LastIteration() const {
   return nullptr;
 }
 
+PhaseAccountMap MapOpsToPhases(const CompiledTrace& trace,
+                               const TracePhases& phases) {
+  PhaseAccountMap m;
+  std::vector<uint32_t> phase_account;  // per phase
+  for (const TracePhase& p : phases.phases) {
+    auto it = std::find(m.names.begin(), m.names.end(), p.name);
+    phase_account.push_back(static_cast<uint32_t>(it - m.names.begin()));
+    if (it == m.names.end()) m.names.push_back(p.name);
+  }
+  const uint32_t none = static_cast<uint32_t>(m.names.size());
+  m.op_account.reserve(trace.ops.size());
+  // Ops are in event order and phases in first-event order: one sweep.
+  size_t k = 0;
+  for (const ReplayOp& op : trace.ops) {
+    while (k < phases.phases.size() &&
+           phases.phases[k].end_event <= op.event_index) {
+      ++k;
+    }
+    const bool inside = k < phases.phases.size() &&
+                        phases.phases[k].first_event <= op.event_index;
+    m.op_account.push_back(inside ? phase_account[k] : none);
+  }
+  return m;
+}
+
 absl::StatusOr<TracePhases> ReadTracePhases(const std::string& path,
                                             size_t num_events) {
   auto file_error = [&](absl::string_view why) {

@@ -87,6 +87,17 @@ struct ReplayProfile {
   int64_t sub_allocator_frees = 0;
 };
 
+// bfc-replay --accounts: one account per distinct phase name, in order of
+// first appearance (empty phases included), and for each op of a trace the
+// index of the account of the phase its event falls in (names.size() for an
+// op in no phase).
+struct PhaseAccountMap {
+  std::vector<std::string> names;
+  std::vector<uint32_t> op_account;
+};
+PhaseAccountMap MapOpsToPhases(const CompiledTrace& trace,
+                               const TracePhases& phases);
+
 // Replays `trace` into `allocator` (fresh: its counters are taken as the
 // start) with a stats read after every op. `phases` may be null. `streams`:
 // ReplayOptions::streams (the allocator must have its StreamOps). Errors are
