@@ -10,7 +10,8 @@
 //
 //   bfc_instruction_count WORKLOAD [PASSES]
 //   WORKLOAD: pair256 | random10k | random100k | trace:NAME |
-//             cold:NAME:PRESET | warm:NAME:PRESET (BM_Trace's *_sim pools)
+//             cold:NAME:PRESET | warm:NAME:PRESET (BM_Trace's *_sim pools) |
+//             account:DEPTH:RESERVED (BM_AccountPair; DEPTH 0: no account)
 //
 // Prints "ops N" (allocate and free calls inside Measure) on stdout.
 //
@@ -18,6 +19,7 @@
 // mapped): valgrind cannot reserve the tens of GiB of address space that
 // VirtualSubAllocator takes, and a failed reservation would send every
 // allocation into the OOM retry wait.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "bfc/account.h"
 #include "bfc/allocator_options.h"
 #include "bfc/sub_allocator.h"
 
@@ -52,6 +55,39 @@ size_t RunPair(size_t passes) {
   Measure([&] {
     for (size_t i = 0; i < n; ++i) pool.Free(pool.Alloc(256), 256);
   });
+  return 2 * n;
+}
+
+// BM_AccountPair's work: Allocate + Deallocate of 256 B, bare (depth 0) or
+// through an account `depth` levels deep, each level below the root with a
+// reservation (`reserved`) or none.
+size_t RunAccountPair(int depth, bool reserved, size_t passes) {
+  std::unique_ptr<Allocator> a = MakePool(64 * kGiB);
+  std::vector<std::shared_ptr<Account>> chain;
+  if (depth > 0) {
+    AccountOptions root;
+    root.name = "root";
+    chain.push_back(*Account::CreateRoot(a.get(), root));
+  }
+  for (int d = 1; d < depth; ++d) {
+    AccountOptions o;
+    o.name = "level" + std::to_string(d);
+    o.reservation_bytes = reserved ? int64_t{1} << 20 : 0;
+    chain.push_back(*chain.back()->CreateChild(o));
+  }
+  (void)a->Deallocate(*a->Allocate(256));  // growth outside the count
+  const size_t n = 100000 * passes;
+  if (chain.empty()) {
+    Measure([&] {
+      for (size_t i = 0; i < n; ++i) (void)a->Deallocate(*a->Allocate(256));
+    });
+  } else {
+    Account& leaf = *chain.back();
+    Measure([&] {
+      for (size_t i = 0; i < n; ++i) (void)leaf.Deallocate(*leaf.Allocate(256));
+    });
+  }
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) (void)(*it)->Close();
   return 2 * n;
 }
 
@@ -146,6 +182,15 @@ int main(int argc, char** argv) {
   size_t ops = 0;
   if (w == "pair256") {
     ops = RunPair(passes);
+  } else if (w.rfind("account:", 0) == 0) {
+    // account:DEPTH:RESERVED (DEPTH 0: no account)
+    int depth = 0, reserved = 0;
+    if (std::sscanf(w.c_str(), "account:%d:%d", &depth, &reserved) != 2 ||
+        depth < 0 || depth > 64) {
+      std::fprintf(stderr, "bad workload %s (account:DEPTH:0|1)\n", w.c_str());
+      return 2;
+    }
+    ops = RunAccountPair(depth, reserved != 0, passes);
   } else if (w == "random10k") {
     ops = RunRandom(10000, 64 * kMiB, passes);
   } else if (w == "random100k") {

@@ -416,6 +416,53 @@ TEST_F(AccountTest, AllocateRawWithAnAccountIsCharged) {
   EXPECT_EQ(root->GetStats().bytes_in_use, 0);
 }
 
+// Inside a reservation a charge takes the allocator's one-lock path
+// (AllocateChargedFast); a charge that crosses the reservation, a pool
+// without a free chunk, and an account with no room take the general one.
+// Whichever path, the numbers are the same.
+TEST_F(AccountTest, ChargesInsideAReservationTakeTheFastPathExactly) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 8 * kMiB));
+  auto session = *root->CreateChild(Named("session", 6 * kMiB, 2 * kMiB));
+  ASSERT_EQ(root->GetStats().bytes_in_use, 2 * kMiB);
+  // An empty pool: the first charge grows it on the general path.
+  void* a = *session->Allocate(kMiB);
+  const int64_t extends = alloc_->GetStats()->num_extends;
+  // Inside the reservation, from the free rest of the region: fast.
+  AllocationAttributes attr;
+  attr.account = session.get();
+  void* b = alloc_->AllocateRaw(256, 512 * kKiB, attr);
+  ASSERT_NE(b, nullptr);
+  void* c = *session->Allocate(256 * kKiB);
+  EXPECT_EQ(alloc_->GetStats()->num_extends, extends);
+  AccountStats st = session->GetStats();
+  EXPECT_EQ(st.bytes_in_use, kMiB + 768 * kKiB);
+  EXPECT_EQ(st.peak_bytes_in_use, kMiB + 768 * kKiB);
+  EXPECT_EQ(st.allocations, 3);
+  EXPECT_EQ(st.live_allocations, 3);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 2 * kMiB);  // local
+  ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  // Crossing the reservation: only the excess (512 KiB) reaches the root.
+  void* d = *session->Allocate(768 * kKiB);
+  EXPECT_EQ(session->GetStats().bytes_in_use, 2 * kMiB + 512 * kKiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 2 * kMiB + 512 * kKiB);
+  // The session's own limit still refuses above the reservation.
+  absl::StatusOr<void*> too_big = session->Allocate(4 * kMiB);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  for (void* p : {a, b, c, d}) ASSERT_TRUE(session->Deallocate(p).ok());
+  st = session->GetStats();
+  EXPECT_EQ(st.bytes_in_use, 0);
+  EXPECT_EQ(st.own_bytes, 0);
+  EXPECT_EQ(st.frees, 4);
+  EXPECT_EQ(st.peak_bytes_in_use, 2 * kMiB + 512 * kKiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 2 * kMiB);
+  // Closed: no path charges it any more.
+  ASSERT_TRUE(session->Close().ok());
+  EXPECT_EQ(session->Allocate(256).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(alloc_->AllocateRaw(256, 256, attr), nullptr);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
+}
+
 // A request larger than any use an account can count (found by the
 // fuzzer: it was cast to a negative charge) is a limit refusal.
 TEST_F(AccountTest, ARequestNoAccountCanCountIsRefused) {

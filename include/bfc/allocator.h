@@ -349,6 +349,13 @@ class Allocator {
   // (nothing changed) when the request needs AllocateSlow.
   void* AllocateFast(size_t alignment, size_t num_bytes)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  // AllocateFast charged to `st` when the charge stays inside its
+  // reservation (so no level above it changes and no limit can refuse);
+  // nullptr (nothing changed) otherwise, for AllocateOrFail's general
+  // charge.
+  void* AllocateChargedFast(size_t alignment, size_t num_bytes,
+                            internal::AccountState* st)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // AllocateRaw's full path: CheckRequest, then AllocateOrFail.
   void* AllocateSlow(size_t alignment, size_t num_bytes,
                      const AllocationAttributes& attr)

@@ -139,6 +139,15 @@ Account::~Account() {
 
 absl::StatusOr<void*> Account::Allocate(size_t num_bytes, size_t alignment,
                                         const AllocationAttributes& attr) {
+  // A plain request inside the reservation: one lock, no Status built.
+  if (!attr.dedicated && attr.stream == kImplicitStream &&
+      attr.freed_by_func == nullptr &&
+      internal::MayChargeInsideReservation(*state_)) {
+    if (void* p = allocator_->AllocateChargedFast(alignment, num_bytes,
+                                                  state_.get())) {
+      return p;
+    }
+  }
   AllocationAttributes charged = attr;
   charged.account = this;
   absl::StatusOr<void*> p = allocator_->Allocate(num_bytes, alignment, charged);

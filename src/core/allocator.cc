@@ -359,6 +359,45 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
   return nullptr;
 }
 
+void* Allocator::AllocateChargedFast(size_t alignment, size_t num_bytes,
+                                     internal::AccountState* st) {
+  if (alignment > kMinAllocationSize || !IsPowerOfTwo(alignment) ||
+      num_bytes - 1 >= internal::kMaxRoundableBytes) {
+    return nullptr;
+  }
+  const size_t rounded = RoundedBytes(num_bytes);
+  if (ABSL_PREDICT_FALSE(rounded >= huge_threshold_)) return nullptr;
+  // A look without the lock (rechecked under it), so that an account
+  // without room in a reservation (a root, for one) takes the lock once.
+  if (st->used.load(std::memory_order_relaxed) + static_cast<int64_t>(rounded) >
+      st->reservation.load(std::memory_order_relaxed)) {
+    return nullptr;
+  }
+  internal::MutexLock lock(&mutex_);
+  if (ABSL_PREDICT_FALSE(slow_paths_ != 0) || st->allocator != this ||
+      st->closed) {
+    return nullptr;
+  }
+  // Within the reservation (never above the account's own limit) the charge
+  // is the account's alone: its parent was charged the whole reservation
+  // when the account was made.
+  const int64_t used = st->used.load(std::memory_order_relaxed);
+  const int64_t now = used + static_cast<int64_t>(rounded);
+  if (now > st->reservation.load(std::memory_order_relaxed)) return nullptr;
+  const ChunkHandle h = FindChunk</*kMaySlow=*/false>(alignment, rounded);
+  if (h == kInvalidChunkHandle) return nullptr;
+  st->used.store(now, std::memory_order_relaxed);
+  if (now > st->peak.load(std::memory_order_relaxed)) {
+    st->peak.store(now, std::memory_order_relaxed);
+  }
+  // Charged, not yet on a chunk: what Validate counts until the tag.
+  st->pending += static_cast<int64_t>(rounded);
+  void* ptr =
+      AllocateChunk</*kMaySlow=*/false>(h, alignment, rounded, num_bytes);
+  TagChunkLocked(h, st);
+  return ptr;
+}
+
 ABSL_ATTRIBUTE_NOINLINE void* Allocator::AllocateFastSlow(size_t alignment,
                                                           size_t rounded,
                                                           size_t num_bytes) {
@@ -379,10 +418,13 @@ void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
                              const AllocationAttributes& attr) {
   // A dedicated request never takes a pooled chunk; the fast path is the
   // implicit stream's, without an account to charge.
-  void* ptr = attr.dedicated || attr.stream != kImplicitStream ||
-                      attr.freed_by_func != nullptr || attr.account != nullptr
-                  ? nullptr
-                  : AllocateFast(alignment, num_bytes);
+  const bool plain = !attr.dedicated && attr.stream == kImplicitStream &&
+                     attr.freed_by_func == nullptr;
+  void* ptr = !plain ? nullptr
+              : attr.account == nullptr
+                  ? AllocateFast(alignment, num_bytes)
+                  : AllocateChargedFast(alignment, num_bytes,
+                                        attr.account->state_.get());
   if (ABSL_PREDICT_TRUE(ptr != nullptr)) return ptr;
   return AllocateSlow(alignment, num_bytes, attr);
 }
