@@ -1101,6 +1101,17 @@ TEST_F(BfcReplayPhasesTest, AccountsPerPhaseInTheReportTimeline) {
             nlohmann::json({0, 0, 0, 0, 0, 0, 0, 0, 0}));
 }
 
+TEST_F(BfcReplayPhasesTest, AccountsRefuseMorePhaseNamesThanTheBound) {
+  std::string phases = "Phase,FirstEvent\n";
+  for (int i = 0; i < 257; ++i) absl::StrAppend(&phases, "p", i, ",0\n");
+  const std::string trace = WriteWithPhases("many", kAccountsTrace, phases);
+  Result r = Run("'" + trace + "' --accounts");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("this file has 257 names (at most 256)"));
+  EXPECT_EQ(r.out, "");
+}
+
 TEST_F(BfcReplayPhasesTest, AccountsRefuseAPhaseNameNoAccountCanHave) {
   const std::string trace = WriteWithPhases(
       "slash", kAccountsTrace, "Phase,FirstEvent\nfwd/bwd,0\nend,9\n");

@@ -790,9 +790,19 @@ bool WriteOutput(const Flags& flags, const std::string& path,
 // child per phase name; each allocation is charged to its phase's account.
 class PhaseAccounts {
  public:
+  static constexpr size_t kMaxPhaseAccounts = 256;
+
   absl::Status Open(bfc::Allocator* allocator, const bfc::CompiledTrace& trace,
                     const bfc::tools::TracePhases& phases) {
     map_ = bfc::tools::MapOpsToPhases(trace, phases);
+    // The report keeps 8 bytes per account per op: a bound keeps a phase
+    // file with thousands of names from exhausting memory.
+    if (map_.names.size() > kMaxPhaseAccounts) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: --accounts opens one account per phase name, and this file "
+          "has %d names (at most %d)",
+          phases.path, map_.names.size(), kMaxPhaseAccounts));
+    }
     absl::Status s = accounts_.Open(allocator, map_.names, [this](size_t i) {
       return static_cast<size_t>(map_.op_account[i]);
     });

@@ -113,7 +113,8 @@ struct ReplayReportOptions {
   // "replay" with one child per name (unique, no '/'), charges allocate op i
   // to child account_of_op(i) (an index into account_names; anything else:
   // the root), and records each child's bytes in use after every op
-  // (ReplayTimeline::accounts). Empty: no accounts.
+  // (ReplayTimeline::accounts: 8 bytes per account per op, in memory and,
+  // as text, in the JSON). Empty: no accounts.
   std::vector<std::string> account_names;
   std::function<size_t(size_t op_index)> account_of_op;
 };
