@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -69,10 +70,13 @@ PhaseAccountMap MapOpsToPhases(const CompiledTrace& trace,
                                const TracePhases& phases) {
   PhaseAccountMap m;
   std::vector<uint32_t> phase_account;  // per phase
+  // A phase file may hold a million names: no search per name.
+  absl::flat_hash_map<std::string, uint32_t> index;
   for (const TracePhase& p : phases.phases) {
-    auto it = std::find(m.names.begin(), m.names.end(), p.name);
-    phase_account.push_back(static_cast<uint32_t>(it - m.names.begin()));
-    if (it == m.names.end()) m.names.push_back(p.name);
+    auto [it, added] =
+        index.try_emplace(p.name, static_cast<uint32_t>(m.names.size()));
+    if (added) m.names.push_back(p.name);
+    phase_account.push_back(it->second);
   }
   const uint32_t none = static_cast<uint32_t>(m.names.size());
   m.op_account.reserve(trace.ops.size());
