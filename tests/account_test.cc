@@ -463,6 +463,47 @@ TEST_F(AccountTest, ChargesInsideAReservationTakeTheFastPathExactly) {
   EXPECT_EQ(root->GetStats().bytes_in_use, 0);
 }
 
+// A server opens and closes an account per request: thousands of siblings,
+// names reused once closed, forgotten in any order; Validate checks the
+// sibling list and the taken names after every step of the churn.
+TEST_F(AccountTest, ThousandsOfSiblingsComeAndGo) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("server"));
+  std::vector<std::shared_ptr<Account>> open;
+  for (int i = 0; i < 2000; ++i) {
+    open.push_back(*root->CreateChild(Named("r" + std::to_string(i))));
+  }
+  EXPECT_EQ(root->CreateChild(Named("r1999")).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  // One in three leaks an allocation, so it stays listed after closing.
+  std::vector<void*> leaked;
+  for (int i = 0; i < 2000; i += 3) leaked.push_back(*open[i]->Allocate(256));
+  // Forget every other one, from the middle outwards.
+  for (int i = 0; i < 2000; i += 2) {
+    const int k = (i / 2) % 2 == 0 ? 1000 + i / 2 : 999 - i / 2;
+    const bool leaks = k % 3 == 0;
+    ASSERT_EQ(open[k]->Close().ok(), !leaks) << k;
+    open[k].reset();
+    if (i % 200 == 0)
+      ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  }
+  // A closed name is free again; an open one is not.
+  auto again = root->CreateChild(Named("r1000"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(root->CreateChild(Named("r1001")).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  for (void* p : leaked) ASSERT_TRUE(alloc_->Deallocate(p).ok());
+  (void)(*again)->Close();
+  for (auto& a : open) {
+    if (a != nullptr) (void)a->Close();
+  }
+  open.clear();
+  again->reset();
+  ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  EXPECT_TRUE(root->Close().ok());
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
+}
+
 // A request larger than any use an account can count (found by the
 // fuzzer: it was cast to a negative charge) is a limit refusal.
 TEST_F(AccountTest, ARequestNoAccountCanCountIsRefused) {

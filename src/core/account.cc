@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -107,11 +108,9 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateChild(
     return absl::FailedPreconditionError(absl::StrFormat(
         "account '%s' is closed: no new children", state_->path));
   }
-  for (const AccountState* c : state_->children) {
-    if (!c->closed && c->name == options.name) {
-      return absl::AlreadyExistsError(
-          absl::StrFormat("account '%s' already exists", st->path));
-    }
+  if (state_->open_child_names.contains(options.name)) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("account '%s' already exists", st->path));
   }
   if (options.reservation_bytes > 0) {
     absl::Status s = allocator_->ChargeAccountLocked(state_.get(),
@@ -126,6 +125,7 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateChild(
   auto account = std::make_shared<Account>(
       PrivateTag(), allocator_, st, shared_from_this(), std::move(options));
   allocator_->RegisterAccountLocked(st);
+  state_->open_child_names.insert(st->name);
   st->handle = account.get();
   return account;
 }
@@ -244,6 +244,7 @@ absl::Status Account::CloseImpl(bool from_destructor) {
             open.size(), absl::StrJoin(open, ", ")));
       }
       s.closed = true;
+      if (s.parent != nullptr) s.parent->open_child_names.erase(s.name);
       // The reservation goes back to the parent; what is still charged
       // here (leaks) stays charged up the chain until it is freed.
       const int64_t reservation = s.reservation.exchange(0);
@@ -253,6 +254,11 @@ absl::Status Account::CloseImpl(bool from_destructor) {
       }
       allocator_->MaybeValidate("Account::Close");
     }
+  }
+  // Nothing charged here, nothing to list: a clean close (the common case,
+  // one per request in a server) does not walk every chunk.
+  if (state_->live.load(std::memory_order_relaxed) == 0) {
+    return absl::OkStatus();
   }
   std::vector<LeakedAllocation> leaks = Leaks();
   if (leaks.empty()) return absl::OkStatus();
@@ -268,17 +274,21 @@ absl::Status Account::CloseImpl(bool from_destructor) {
   // in a loop is one entry), else one line each; at most 20 lines.
   std::vector<std::pair<std::string, std::vector<const LeakedAllocation*>>>
       groups;
+  absl::flat_hash_map<std::string, size_t> group_of;  // site -> index
   for (const LeakedAllocation& l : leaks) {
     // The site is the innermost caller outside the library (frames beyond
     // it depend on how the caller's callers were compiled).
     const std::string key =
         l.allocation.site.empty() ? std::string() : l.allocation.site.front();
-    auto it = std::find_if(groups.begin(), groups.end(),
-                           [&](const auto& g) { return g.first == key; });
-    if (key.empty() || it == groups.end()) {
+    if (key.empty()) {
+      groups.push_back({key, {&l}});
+      continue;
+    }
+    auto [it, added] = group_of.try_emplace(key, groups.size());
+    if (added) {
       groups.push_back({key, {&l}});
     } else {
-      it->second.push_back(&l);
+      groups[it->second].second.push_back(&l);
     }
   }
   for (size_t i = 0; i < groups.size() && i < 20; ++i) {

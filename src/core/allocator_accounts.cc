@@ -58,7 +58,10 @@ void Allocator::RegisterAccountLocked(const std::shared_ptr<AccountState>& st) {
     accounts_.push_back(st);
   }
   st->id = id;
-  if (st->parent != nullptr) st->parent->children.push_back(st.get());
+  if (st->parent != nullptr) {
+    st->index_in_parent = st->parent->children.size();
+    st->parent->children.push_back(st.get());
+  }
   accounts_on_ = true;
 }
 
@@ -128,8 +131,12 @@ void Allocator::MaybeForgetAccountLocked(AccountState* st) {
          st->children.empty() && st->id != 0) {
     AccountState* parent = st->parent.get();
     if (parent != nullptr) {
-      auto& kids = parent->children;
-      kids.erase(std::remove(kids.begin(), kids.end(), st), kids.end());
+      // O(1): the last child takes this one's place.
+      std::vector<AccountState*>& kids = parent->children;
+      AccountState* last = kids.back();
+      kids[st->index_in_parent] = last;
+      last->index_in_parent = st->index_in_parent;
+      kids.pop_back();
     }
     const uint32_t id = st->id;
     st->id = 0;
@@ -204,12 +211,28 @@ absl::Status Allocator::ValidateAccountsLocked() const {
                   " bytes of allocations in progress");
     }
     int64_t expected = own[id] + pending_bytes;
-    for (const AccountState* c : a->children) {
-      if (c->parent.get() != a) {
+    size_t open_children = 0;
+    for (size_t k = 0; k < a->children.size(); ++k) {
+      const AccountState* c = a->children[k];
+      if (c->parent.get() != a || c->index_in_parent != k) {
         return fail("account '", c->path, "' is listed under '", a->path,
-                    "' but is not its child");
+                    "' at ", k, " but is not its child there");
+      }
+      if (!c->closed) {
+        ++open_children;
+        if (!a->open_child_names.contains(c->name)) {
+          return fail("account '", c->path,
+                      "' is open but its name is not "
+                      "taken under '",
+                      a->path, "'");
+        }
       }
       expected += std::max(c->used.load(), c->reservation.load());
+    }
+    if (a->open_child_names.size() != open_children) {
+      return fail("account '", a->path, "' has ", open_children,
+                  " open children but ", a->open_child_names.size(),
+                  " names taken");
     }
     if (a->used.load() != expected) {
       return fail("account '", a->path, "' has ", a->used.load(),

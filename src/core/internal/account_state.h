@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+
 namespace bfc {
 
 class Account;
@@ -53,8 +55,14 @@ struct AccountState {
   // or another thread while one waits to retry).
   int64_t pending = 0;
   Account* handle = nullptr;  // nullptr once the handle is gone
-  // Registered children (open, or closed with something still charged).
+  // Registered children (open, or closed with something still charged), in
+  // creation order until one is forgotten (its place takes the last).
   std::vector<AccountState*> children;
+  // This account's place in its parent's `children`.
+  size_t index_in_parent = 0;
+  // The names of the open ones: a new child's name is checked in O(1), not
+  // against every sibling (a server may hold thousands, one per request).
+  absl::flat_hash_set<std::string> open_child_names;
 };
 
 // Whether a charge may fit inside the account's reservation, read without
