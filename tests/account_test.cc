@@ -463,6 +463,39 @@ TEST_F(AccountTest, ChargesInsideAReservationTakeTheFastPathExactly) {
   EXPECT_EQ(root->GetStats().bytes_in_use, 0);
 }
 
+// A limit that refuses a request the pool could serve: the chunk the fast
+// path took goes back exactly (the next request gets the same memory), the
+// refusal names the limit, and neither the pool nor the accounts change.
+TEST_F(AccountTest, ARefusalOnTheFastPathPutsTheChunkBack) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 3 * kMiB));
+  auto child = *root->CreateChild(Named("child"));
+  void* p1 = *alloc_->Allocate(2 * kMiB);  // no account: warms the pool
+  void* keep = *child->Allocate(2 * kMiB);
+  ASSERT_TRUE(alloc_->Deallocate(p1).ok());
+  const AllocatorStats before = *alloc_->GetStats();
+  // 2 + 2 MiB passes root's 3 MiB, though a free 2 MiB chunk is there.
+  absl::StatusOr<void*> refused = child->Allocate(2 * kMiB);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("limit of account 'root'"));
+  AllocationAttributes attr;
+  attr.account = child.get();
+  EXPECT_EQ(alloc_->AllocateRaw(256, 2 * kMiB, attr), nullptr);
+  EXPECT_EQ(child->GetStats().failures, 2);
+  EXPECT_EQ(child->GetStats().bytes_in_use, 2 * kMiB);
+  EXPECT_EQ(child->GetStats().peak_bytes_in_use, 2 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 2 * kMiB);
+  const AllocatorStats after = *alloc_->GetStats();
+  EXPECT_EQ(after.num_allocs, before.num_allocs);
+  EXPECT_EQ(after.num_ooms, before.num_ooms);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  void* p2 = *alloc_->Allocate(2 * kMiB);
+  EXPECT_EQ(p2, p1);
+  ASSERT_TRUE(alloc_->Deallocate(p2).ok());
+  ASSERT_TRUE(child->Deallocate(keep).ok());
+}
+
 // A server opens and closes an account per request: thousands of siblings,
 // names reused once closed, forgotten in any order; Validate checks the
 // sibling list and the taken names after every step of the churn.

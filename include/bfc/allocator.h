@@ -349,10 +349,10 @@ class Allocator {
   // (nothing changed) when the request needs AllocateSlow.
   void* AllocateFast(size_t alignment, size_t num_bytes)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // AllocateFast charged to `st` when the charge stays inside its
-  // reservation (so no level above it changes and no limit can refuse);
-  // nullptr (nothing changed) otherwise, for AllocateOrFail's general
-  // charge.
+  // AllocateFast charged to `st` (inside its reservation the charge stays
+  // there; above it, each level is charged as AllocateOrFail does); nullptr
+  // (nothing changed) when the pool has no chunk for it or a limit refuses,
+  // for AllocateOrFail to grow or to say which limit.
   void* AllocateChargedFast(size_t alignment, size_t num_bytes,
                             internal::AccountState* st)
       ABSL_LOCKS_EXCLUDED(mutex_);

@@ -139,10 +139,9 @@ Account::~Account() {
 
 absl::StatusOr<void*> Account::Allocate(size_t num_bytes, size_t alignment,
                                         const AllocationAttributes& attr) {
-  // A plain request inside the reservation: one lock, no Status built.
+  // A plain request the pool can serve: one lock, no Status built.
   if (!attr.dedicated && attr.stream == kImplicitStream &&
-      attr.freed_by_func == nullptr &&
-      internal::MayChargeInsideReservation(*state_)) {
+      attr.freed_by_func == nullptr) {
     if (void* p = allocator_->AllocateChargedFast(alignment, num_bytes,
                                                   state_.get())) {
       return p;

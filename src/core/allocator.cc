@@ -367,31 +367,34 @@ void* Allocator::AllocateChargedFast(size_t alignment, size_t num_bytes,
   }
   const size_t rounded = RoundedBytes(num_bytes);
   if (ABSL_PREDICT_FALSE(rounded >= huge_threshold_)) return nullptr;
-  // A look without the lock (rechecked under it), so that an account
-  // without room in a reservation (a root, for one) takes the lock once.
-  if (st->used.load(std::memory_order_relaxed) + static_cast<int64_t>(rounded) >
-      st->reservation.load(std::memory_order_relaxed)) {
-    return nullptr;
-  }
+  const int64_t bytes = static_cast<int64_t>(rounded);
   internal::MutexLock lock(&mutex_);
   if (ABSL_PREDICT_FALSE(slow_paths_ != 0) || st->allocator != this ||
       st->closed) {
     return nullptr;
   }
-  // Within the reservation (never above the account's own limit) the charge
-  // is the account's alone: its parent was charged the whole reservation
-  // when the account was made.
-  const int64_t used = st->used.load(std::memory_order_relaxed);
-  const int64_t now = used + static_cast<int64_t>(rounded);
-  if (now > st->reservation.load(std::memory_order_relaxed)) return nullptr;
+  // The chunk first: a request the pool cannot serve now changes no
+  // account (not even a peak).
   const ChunkHandle h = FindChunk</*kMaySlow=*/false>(alignment, rounded);
   if (h == kInvalidChunkHandle) return nullptr;
-  st->used.store(now, std::memory_order_relaxed);
-  if (now > st->peak.load(std::memory_order_relaxed)) {
-    st->peak.store(now, std::memory_order_relaxed);
+  const int64_t now = st->used.load(std::memory_order_relaxed) + bytes;
+  if (ABSL_PREDICT_TRUE(now <=
+                        st->reservation.load(std::memory_order_relaxed))) {
+    // Within the reservation (never above the account's own limit) the
+    // charge is the account's alone: its parent was charged the whole
+    // reservation when the account was made.
+    st->used.store(now, std::memory_order_relaxed);
+    if (now > st->peak.load(std::memory_order_relaxed)) {
+      st->peak.store(now, std::memory_order_relaxed);
+    }
+  } else if (!TryChargeAccountLocked(st, bytes)) {
+    // A limit refuses: the chunk goes back where it was (the bins are
+    // ordered, so exactly), and AllocateOrFail says which limit.
+    InsertFreeChunkIntoBin(h);
+    return nullptr;
   }
   // Charged, not yet on a chunk: what Validate counts until the tag.
-  st->pending += static_cast<int64_t>(rounded);
+  st->pending += bytes;
   void* ptr =
       AllocateChunk</*kMaySlow=*/false>(h, alignment, rounded, num_bytes);
   TagChunkLocked(h, st);

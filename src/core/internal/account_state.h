@@ -65,15 +65,6 @@ struct AccountState {
   absl::flat_hash_set<std::string> open_child_names;
 };
 
-// Whether a charge may fit inside the account's reservation, read without
-// the allocator's lock: a hint that keeps accounts with no room (roots, and
-// accounts without a reservation) off Allocator::AllocateChargedFast, which
-// checks again under the lock.
-inline bool MayChargeInsideReservation(const AccountState& st) {
-  return st.used.load(std::memory_order_relaxed) <
-         st.reservation.load(std::memory_order_relaxed);
-}
-
 }  // namespace internal
 }  // namespace bfc
 
