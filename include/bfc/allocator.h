@@ -349,6 +349,15 @@ class Allocator {
   // (nothing changed) when the request needs AllocateSlow.
   void* AllocateFast(size_t alignment, size_t num_bytes)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  // Whether the fast paths may serve a request (the default alignment or
+  // less, roundable, below the huge threshold); sets *rounded when so.
+  bool FastPathBytes(size_t alignment, size_t num_bytes, size_t* rounded) const;
+  // Attributes the fast paths serve: not dedicated, the implicit stream, no
+  // freed_by_func (an account is charged by AllocateChargedFast).
+  static bool FastPathAttributes(const AllocationAttributes& attr) {
+    return !attr.dedicated && attr.stream == kImplicitStream &&
+           attr.freed_by_func == nullptr;
+  }
   // AllocateFast charged to `st` (inside its reservation the charge stays
   // there; above it, each level is charged as AllocateOrFail does); nullptr
   // (nothing changed) when the pool has no chunk for it or a limit refuses,

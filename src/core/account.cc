@@ -140,8 +140,7 @@ Account::~Account() {
 absl::StatusOr<void*> Account::Allocate(size_t num_bytes, size_t alignment,
                                         const AllocationAttributes& attr) {
   // A plain request the pool can serve: one lock, no Status built.
-  if (!attr.dedicated && attr.stream == kImplicitStream &&
-      attr.freed_by_func == nullptr) {
+  if (Allocator::FastPathAttributes(attr)) {
     if (void* p = allocator_->AllocateChargedFast(alignment, num_bytes,
                                                   state_.get())) {
       return p;

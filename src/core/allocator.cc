@@ -335,17 +335,25 @@ Allocator::RequestCheck Allocator::CheckRequest(size_t alignment,
 //   Extend             a new region from the sub-allocator (growth policy,
 //                      limit, back-off on failure)
 
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool Allocator::FastPathBytes(
+    size_t alignment, size_t num_bytes, size_t* rounded) const {
+  if (alignment > kMinAllocationSize || !IsPowerOfTwo(alignment) ||
+      num_bytes - 1 >= internal::kMaxRoundableBytes) {
+    return false;
+  }
+  *rounded = RoundedBytes(num_bytes);
+  // A huge request never takes a pooled chunk: it gets its own region.
+  return ABSL_PREDICT_TRUE(*rounded < huge_threshold_);
+}
+
 // Fast path: a valid request at the default alignment that an existing free
 // chunk satisfies. FindChunk changes nothing when it finds nothing, so a miss
 // falls through to AllocateSlow, which checks the request in full and repeats
 // the search before growing (or waiting), exactly as without this path.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
     size_t alignment, size_t num_bytes) {
-  if (alignment <= kMinAllocationSize && IsPowerOfTwo(alignment) &&
-      num_bytes - 1 < internal::kMaxRoundableBytes) {
-    const size_t rounded = RoundedBytes(num_bytes);
-    // A huge request never takes a pooled chunk: it gets its own region.
-    if (ABSL_PREDICT_FALSE(rounded >= huge_threshold_)) return nullptr;
+  if (size_t rounded;
+      ABSL_PREDICT_TRUE(FastPathBytes(alignment, num_bytes, &rounded))) {
     internal::MutexLock lock(&mutex_);
     if (ABSL_PREDICT_FALSE(slow_paths_ != 0)) {
       return AllocateFastSlow(alignment, rounded, num_bytes);
@@ -361,12 +369,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
 
 void* Allocator::AllocateChargedFast(size_t alignment, size_t num_bytes,
                                      internal::AccountState* st) {
-  if (alignment > kMinAllocationSize || !IsPowerOfTwo(alignment) ||
-      num_bytes - 1 >= internal::kMaxRoundableBytes) {
-    return nullptr;
-  }
-  const size_t rounded = RoundedBytes(num_bytes);
-  if (ABSL_PREDICT_FALSE(rounded >= huge_threshold_)) return nullptr;
+  size_t rounded;
+  if (!FastPathBytes(alignment, num_bytes, &rounded)) return nullptr;
   const int64_t bytes = static_cast<int64_t>(rounded);
   internal::MutexLock lock(&mutex_);
   if (ABSL_PREDICT_FALSE(slow_paths_ != 0) || st->allocator != this ||
@@ -377,17 +381,9 @@ void* Allocator::AllocateChargedFast(size_t alignment, size_t num_bytes,
   // account (not even a peak).
   const ChunkHandle h = FindChunk</*kMaySlow=*/false>(alignment, rounded);
   if (h == kInvalidChunkHandle) return nullptr;
-  const int64_t now = st->used.load(std::memory_order_relaxed) + bytes;
-  if (ABSL_PREDICT_TRUE(now <=
-                        st->reservation.load(std::memory_order_relaxed))) {
-    // Within the reservation (never above the account's own limit) the
-    // charge is the account's alone: its parent was charged the whole
-    // reservation when the account was made.
-    st->used.store(now, std::memory_order_relaxed);
-    if (now > st->peak.load(std::memory_order_relaxed)) {
-      st->peak.store(now, std::memory_order_relaxed);
-    }
-  } else if (!TryChargeAccountLocked(st, bytes)) {
+  // Inside the account's reservation the charge stays there; above it,
+  // each level is checked, then charged.
+  if (!TryChargeAccountLocked(st, bytes)) {
     // A limit refuses: the chunk goes back where it was (the bins are
     // ordered, so exactly), and AllocateOrFail says which limit.
     InsertFreeChunkIntoBin(h);
@@ -421,9 +417,7 @@ void* Allocator::AllocateRaw(size_t alignment, size_t num_bytes,
                              const AllocationAttributes& attr) {
   // A dedicated request never takes a pooled chunk; the fast path is the
   // implicit stream's, without an account to charge.
-  const bool plain = !attr.dedicated && attr.stream == kImplicitStream &&
-                     attr.freed_by_func == nullptr;
-  void* ptr = !plain ? nullptr
+  void* ptr = !FastPathAttributes(attr) ? nullptr
               : attr.account == nullptr
                   ? AllocateFast(alignment, num_bytes)
                   : AllocateChargedFast(alignment, num_bytes,
