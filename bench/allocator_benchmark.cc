@@ -2,7 +2,8 @@
 // -----------------------------------------------------------------------------
 //
 // Synthetic workloads, each on bfc and on the baselines (glibc aligned_alloc,
-// the sub-allocator called directly, cudaMalloc, cudaMallocAsync):
+// the sub-allocator called directly, the std::map/std::set best-fit
+// reference of map_best_fit_pool.h, cudaMalloc, cudaMallocAsync):
 //
 //   Pair/<size>        allocate + free of one fixed size (256 B, 64 KiB,
 //                      16 MiB)
@@ -127,6 +128,8 @@ void BM_Metadata(benchmark::State& state) {
   BENCHMARK_TEMPLATE(BM, Kind::kBfc)->Name(#BM "/bfc") __VA_ARGS__;         \
   BENCHMARK_TEMPLATE(BM, Kind::kGlibc)->Name(#BM "/glibc") __VA_ARGS__;     \
   BENCHMARK_TEMPLATE(BM, Kind::kSub)->Name(#BM "/no_pool") __VA_ARGS__;     \
+  BENCHMARK_TEMPLATE(BM, Kind::kMapBestFit)                                 \
+      ->Name(#BM "/map_best_fit") __VA_ARGS__;                              \
   BENCHMARK_TEMPLATE(BM, Kind::kCuda)->Name(#BM "/cudaMalloc") __VA_ARGS__; \
   BENCHMARK_TEMPLATE(BM, Kind::kCudaAsync)                                  \
       ->Name(#BM "/cudaMallocAsync") __VA_ARGS__

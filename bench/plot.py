@@ -3,9 +3,11 @@
 
   python3 bench/plot.py bench/results/bench.json bench/results
 
-Writes tables.md (ns/op with ratios against the glibc and no-pool baselines
-of the same run, and the footprint counters), scaling.svg (ns/op against live
-chunks, log x) and traces.svg (ns/op per trace: cold, warm, baselines).
+Writes tables.md (ns/op with ratios against the glibc, no-pool and
+std::map best-fit reference baselines of the same run, and the footprint
+counters), scaling.svg (ns/op against live chunks, bfc and the reference,
+log-log), traces.svg (ns/op per trace: cold, warm, baselines) and
+threads.svg (all threads' throughput against threads, bfc and glibc).
 Uses the 'median' aggregate when repetitions were run.
 """
 import json
@@ -37,8 +39,12 @@ def split(name):
 
 
 def ns(b):
+    if b.get("error_occurred"):
+        return None
     v = b.get("time/op")
-    return None if v is None or b.get("error_occurred") else v * 1e9
+    if v is not None:
+        return v * 1e9
+    return b.get("ns/op/thread")  # BM_TraceThreads: already in ns
 
 
 def fmt_bytes(v):
@@ -59,33 +65,35 @@ def tables(rows):
             work[w] = {}
             order.append(w)
         work[w][col] = b
-    out = ["| workload | pool | ns/op | vs glibc | vs no-pool | in use | "
+    out = ["| workload | pool | ns/op | vs glibc | vs no-pool | vs map best fit | in use | "
            "peak pool / peak live | metadata (heap) |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for w in order:
         cols = work[w]
         base_g = next((ns(cols[c]) for c in ("glibc", "glibc_warm") if c in cols), None)
         base_n = next((ns(cols[c]) for c in ("no_pool", "no_pool_warm") if c in cols), None)
+        base_m = next((ns(cols[c]) for c in ("map_best_fit", "map_best_fit_warm") if c in cols), None)
         for col, b in cols.items():
             t = ns(b)
             if t is None and not b.get("error_occurred"):
-                out.append("| %s | %s | (not timed) | | | %s | %s / %s | %s (MetadataBytes() %s) |" % (
+                out.append("| %s | %s | (not timed) | | | | %s | %s / %s | %s (MetadataBytes() %s) |" % (
                     w, col, fmt_bytes(b.get("in_use")), fmt_bytes(b.get("peak_pool")),
                     fmt_bytes(b.get("peak_live")), fmt_bytes(b.get("meta_bytes")),
                     fmt_bytes(b.get("MetadataBytes()"))))
                 continue
             if t is None:
                 msg = b.get("error_message", "")
-                out.append("| %s | %s | skipped: %s | | | | | |" % (w, col, msg))
+                out.append("| %s | %s | skipped: %s | | | | | | |" % (w, col, msg))
                 continue
             rg = "%.2fx" % (t / base_g) if base_g and not col.startswith("glibc") else ""
             rn = "%.2fx" % (t / base_n) if base_n and not col.startswith("no_pool") else ""
+            rm = "%.3f" % (t / base_m) if base_m and not col.startswith("map_best_fit") else ""
             fp = ""
             if "pool/live" in b:
                 fp = "%s / %s = %.2f" % (fmt_bytes(b.get("peak_pool")),
                                          fmt_bytes(b.get("peak_live")), b["pool/live"])
-            out.append("| %s | %s | %.1f | %s | %s | %s | %s | %s |" % (
-                w, col, t, rg, rn, fmt_bytes(b.get("in_use")), fp,
+            out.append("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s |" % (
+                w, col, t, rg, rn, rm, fmt_bytes(b.get("in_use")), fp,
                 fmt_bytes(b.get("meta_bytes"))))
     return "\n".join(out) + "\n"
 
@@ -100,30 +108,44 @@ def svg_axes(title, w, h, m):
 
 
 def scaling_svg(rows, path):
-    pts = []
+    series = [("bfc", "#1f77b4"), ("map_best_fit", "#ff7f0e")]
+    pts = {}
     for name, b in rows.items():
-        if name.startswith("BM_Scaling/bfc/") and ns(b) is not None:
-            pts.append((int(name.split("/")[2]), ns(b)))
-    pts.sort()
+        parts = name.split("/")
+        if parts[0] == "BM_Scaling" and len(parts) == 3 and ns(b) is not None:
+            pts.setdefault(parts[1], []).append((int(parts[2]), ns(b)))
+    pts = {k: sorted(v) for k, v in pts.items() if k in dict(series)}
     if not pts:
         return
+    ks = sorted({k for v in pts.values() for k, _ in v})
     W, H, M = 640, 400, 60
-    ymax = max(p[1] for p in pts) * 1.15
-    x0, x1 = math.log10(pts[0][0]), math.log10(pts[-1][0])
+    vmax = max(v for s_ in pts.values() for _, v in s_)
+    vmin = min(v for s_ in pts.values() for _, v in s_)
+    # Log y: the reference is several times slower than bfc.
+    y0, y1 = math.log10(vmin / 1.3), math.log10(vmax * 1.3)
+    x0, x1 = math.log10(ks[0]), math.log10(ks[-1])
     X = lambda k: M + (math.log10(k) - x0) / max(x1 - x0, 1e-9) * (W - M - 40)
-    Y = lambda v: H - M - v / ymax * (H - M - 45)
-    s = svg_axes("bfc: ns/op vs live chunks (random 256 B-1 MiB)", W, H, M)
-    for k, _ in pts:
+    Y = lambda v: H - M - (math.log10(v) - y0) / (y1 - y0) * (H - M - 60)
+    s = svg_axes("ns/op vs live chunks (random 256 B-1 MiB), log-log", W, H, M)
+    for k in ks:
         s.append('<text x="%.0f" y="%d" text-anchor="middle">1e%d</text>' % (X(k), H - M + 18, round(math.log10(k))))
-    for i in range(5):
-        v = ymax * i / 4
-        s.append('<text x="%d" y="%.0f" text-anchor="end">%.0f</text>' % (M - 5, Y(v) + 4, v))
-        s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>' % (M, Y(v), W - 20, Y(v)))
-    s.append('<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="%s"/>' %
-             " ".join("%.1f,%.1f" % (X(k), Y(v)) for k, v in pts))
-    for k, v in pts:
-        s.append('<circle cx="%.1f" cy="%.1f" r="3" fill="#1f77b4"/>' % (X(k), Y(v)))
-        s.append('<text x="%.1f" y="%.1f" text-anchor="middle">%.0f</text>' % (X(k), Y(v) - 8, v))
+    for e in range(int(math.floor(y0)), int(math.ceil(y1)) + 1):
+        for m in (1, 2, 5):
+            v = m * 10 ** e
+            if 10 ** y0 <= v <= 10 ** y1:
+                s.append('<text x="%d" y="%.0f" text-anchor="end">%g</text>' % (M - 5, Y(v) + 4, v))
+                s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>' % (M, Y(v), W - 20, Y(v)))
+    for si, (name, color) in enumerate(series):
+        if name not in pts:
+            continue
+        p = pts[name]
+        s.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
+            color, " ".join("%.1f,%.1f" % (X(k), Y(v)) for k, v in p)))
+        for k, v in p:
+            s.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (X(k), Y(v), color))
+            s.append('<text x="%.1f" y="%.1f" text-anchor="middle">%.0f</text>' % (X(k), Y(v) - 8, v))
+        s.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (M + 10 + si * 180, 32, color))
+        s.append('<text x="%d" y="%d">%s</text>' % (M + 26 + si * 180, 43, name))
     s.append('<text x="%d" y="%d" text-anchor="middle">live chunks</text>' % (W // 2, H - 15))
     s.append('<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">ns/op</text>' % (H // 2, H // 2))
     s.append("</svg>")
@@ -131,9 +153,52 @@ def scaling_svg(rows, path):
         f.write("\n".join(s) + "\n")
 
 
+def threads_svg(rows, path):
+    """Total throughput (Mops/s) against threads, bfc and glibc."""
+    series = [("bfc", "#1f77b4"), ("glibc", "#2ca02c")]
+    pts = {}
+    for name, b in rows.items():
+        parts = name.split("/")
+        if parts[0] != "BM_TraceThreads" or b.get("error_occurred"):
+            continue
+        n = int(parts[-1].split(":")[1])
+        pts.setdefault(parts[1], []).append((n, b.get("Mops/s")))
+    pts = {k: sorted(v) for k, v in pts.items() if all(x[1] for x in v)}
+    if not pts:
+        return
+    ns_ = sorted({n for v in pts.values() for n, _ in v})
+    W, H, M = 640, 400, 60
+    ymax = max(v for p in pts.values() for _, v in p) * 1.15
+    X = lambda n: M + ns_.index(n) / max(len(ns_) - 1, 1) * (W - M - 40)
+    Y = lambda v: H - M - v / ymax * (H - M - 60)
+    s = svg_axes("all threads' throughput, one pool, every trace warm (Mops/s)", W, H, M)
+    for n in ns_:
+        s.append('<text x="%.0f" y="%d" text-anchor="middle">%d</text>' % (X(n), H - M + 18, n))
+    for i in range(5):
+        v = ymax * i / 4
+        s.append('<text x="%d" y="%.0f" text-anchor="end">%.0f</text>' % (M - 5, Y(v) + 4, v))
+        s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>' % (M, Y(v), W - 20, Y(v)))
+    for si, (name, color) in enumerate(series):
+        if name not in pts:
+            continue
+        p = pts[name]
+        s.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
+            color, " ".join("%.1f,%.1f" % (X(n), Y(v)) for n, v in p)))
+        for n, v in p:
+            s.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (X(n), Y(v), color))
+            s.append('<text x="%.1f" y="%.1f" text-anchor="middle">%.1f</text>' % (X(n), Y(v) - 8, v))
+        s.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (M + 10 + si * 150, 32, color))
+        s.append('<text x="%d" y="%d">%s</text>' % (M + 26 + si * 150, 43, name))
+    s.append('<text x="%d" y="%d" text-anchor="middle">threads</text>' % (W // 2, H - 15))
+    s.append('<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">Mops/s</text>' % (H // 2, H // 2))
+    s.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(s) + "\n")
+
+
 def traces_svg(rows, path):
-    series = ["bfc_cold", "bfc_warm", "glibc_warm", "no_pool_warm"]
-    colors = ["#d62728", "#1f77b4", "#2ca02c", "#7f7f7f"]
+    series = ["bfc_cold", "bfc_warm", "map_best_fit_warm", "glibc_warm", "no_pool_warm"]
+    colors = ["#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f7f"]
     traces = sorted({n.split("/")[1] for n in rows if n.startswith("BM_Trace/")})
     if not traces:
         return
@@ -161,8 +226,8 @@ def traces_svg(rows, path):
             s.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.0f</text>' % (x + bw * 0.45, Y(v) - 3, v))
         s.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (gx + bw * len(series) / 2, H - M + 18, t))
     for si, ser in enumerate(series):
-        s.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (M + 10 + si * 150, 32, colors[si]))
-        s.append('<text x="%d" y="%d">%s</text>' % (M + 26 + si * 150, 43, ser))
+        s.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (M + 10 + si * 135, 32, colors[si]))
+        s.append('<text x="%d" y="%d">%s</text>' % (M + 26 + si * 135, 43, ser))
     s.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(s) + "\n")
@@ -181,6 +246,7 @@ def main():
         f.write(md)
     scaling_svg(rows, os.path.join(sys.argv[2], "scaling.svg"))
     traces_svg(rows, os.path.join(sys.argv[2], "traces.svg"))
+    threads_svg(rows, os.path.join(sys.argv[2], "threads.svg"))
     sys.stdout.write(md)
 
 

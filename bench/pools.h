@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "map_best_fit_pool.h"
 
 namespace bfc::bench {
 
-enum class Kind { kBfc, kGlibc, kSub, kCuda, kCudaAsync };
+enum class Kind { kBfc, kGlibc, kSub, kCuda, kCudaAsync, kMapBestFit };
 
 // Footprint facts a body reports back.
 struct RunInfo {
@@ -42,6 +43,9 @@ void RunWithPool(benchmark::State& state, size_t limit, Body body) {
     }
   } else if constexpr (K == Kind::kGlibc) {
     GlibcPool pool;
+    body(pool);
+  } else if constexpr (K == Kind::kMapBestFit) {
+    MapBestFitPool pool(limit);
     body(pool);
   } else if constexpr (K == Kind::kSub) {
     VirtualSubAllocator sub(2 * limit);

@@ -10,8 +10,11 @@
 //   BM_Trace/NAME/bfc_warm   steady state: setup phases replayed, iteration
 //                            phases replayed once to warm up, then timed
 //                            passes over the iteration phases
-//   BM_Trace/NAME/glibc_warm, no_pool_warm, cudaMalloc_warm,
+//   BM_Trace/NAME/glibc_warm, no_pool_warm, map_best_fit_warm,
+//   cudaMalloc_warm,
 //   cudaMallocAsync_warm     the same warm passes on the baselines
+//                            (map_best_fit: the std::map/std::set best-fit
+//                            reference, one 64 GiB arena)
 //   BM_Trace/NAME/{cold,warm}_{tf,low_footprint}_{sim,addr,pages,vmm}
 //                            bfc with each preset over regions that never
 //                            merge (as cudaMalloc's): the speed of the
@@ -27,10 +30,17 @@
 //                            _vmm: CudaVmmSubAllocator on the driver
 //                            BFC_CUDA_DRIVER_LIBRARY names (registered only
 //                            when one with virtual memory loads)
+//   BM_TraceThreads/{bfc,glibc}/threads:N
+//                            N = 1, 2, 4, 8 threads on one pool, each
+//                            replaying every trace warm, thread i starting
+//                            at trace i (the contention curve; on a 2-core
+//                            machine 4 and 8 threads measure
+//                            oversubscription too)
 //
 // Ops are pre-parsed; pointers are dense slot indices (no hashing in the
 // loop).
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -162,6 +172,80 @@ void BM_TracePresetWarm(benchmark::State& state, const PhasedTrace* t,
   }
 }
 
+// One allocator shared by every thread of BM_TraceThreads, built by its
+// Setup hook (which cannot capture).
+std::unique_ptr<Allocator> g_shared_trace_pool;
+void SetupSharedTracePool(const benchmark::State&) {
+  g_shared_trace_pool = MakeBfc(kTraceLimit);
+}
+void TeardownSharedTracePool(const benchmark::State&) {
+  g_shared_trace_pool.reset();
+}
+
+// Every thread replays every trace's iteration phases in turn (warm, as
+// BM_TraceWarm), thread i starting at trace i mod N, all on one pool: bfc's
+// shared allocator, or glibc (whose arenas are per thread). Each thread
+// does the same work, so no thread idles while others finish. Counters, from
+// each thread's own clock: ns/op/thread, the wall time per op one thread
+// sees (averaged over threads), and Mops/s, the threads' rates summed (the
+// throughput of all of them together).
+template <Kind K>
+void BM_TraceThreads(benchmark::State& state,
+                     const std::vector<PhasedTrace>* traces) {
+  const size_t n = traces->size();
+  const size_t first = static_cast<size_t>(state.thread_index()) % n;
+  std::vector<std::vector<void*>> setup_slots(n), slots(n);
+  double ops = 0;
+  for (size_t i = 0; i < n; ++i) {
+    setup_slots[i].assign((*traces)[i].all.num_slots, nullptr);
+    slots[i].assign((*traces)[i].all.num_slots, nullptr);
+    ops += double((*traces)[i].iterations.ops.size());
+  }
+  double wall_ns = 0, done_ops = 0;
+  auto run = [&](auto& pool) {
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (first + k) % n;
+      ReplayOps((*traces)[i].prefix, pool, setup_slots[i].data());
+      ReplayOps((*traces)[i].iterations, pool, slots[i].data());  // warm-up
+    }
+    size_t failures = 0;
+    size_t passes = 0;
+    std::chrono::steady_clock::time_point start;
+    for (auto _ : state) {
+      if (passes++ == 0) start = std::chrono::steady_clock::now();
+      for (size_t k = 0; k < n; ++k) {
+        const size_t i = (first + k) % n;
+        failures += ReplayOps((*traces)[i].iterations, pool, slots[i].data());
+      }
+    }
+    wall_ns = std::chrono::duration<double, std::nano>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+    done_ops = ops * double(passes);
+    for (std::vector<void*>& v : setup_slots) {
+      for (void*& p : v) {
+        if (p != nullptr) pool.Free(p, 0);
+        p = nullptr;
+      }
+    }
+    if (failures > 0) state.counters["failures"] = double(failures);
+  };
+  if constexpr (K == Kind::kBfc) {
+    BfcPool pool{g_shared_trace_pool.get()};
+    run(pool);
+  } else {
+    GlibcPool pool;
+    run(pool);
+  }
+  // Each thread's own clock from its first pass to its last; the threads
+  // start together (the benchmark loop's barrier) and run the same passes.
+  const double ns_per_op = done_ops > 0 ? wall_ns / done_ops : 0;
+  state.counters["ns/op/thread"] =
+      benchmark::Counter(ns_per_op, benchmark::Counter::kAvgThreads);
+  state.counters["Mops/s"] = benchmark::Counter(
+      ns_per_op > 0 ? 1e3 / ns_per_op : 0, benchmark::Counter::kDefaults);
+}
+
 }  // namespace
 
 // Called from main: registers one benchmark per trace and pool.
@@ -170,6 +254,18 @@ void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
   // fake one through BFC_CUDA_DRIVER_LIBRARY).
   const bool vmm_available = MakeBfcPreset(kMinAllocationSize << 12, "tf",
                                            PresetBacking::kVmm) != nullptr;
+  if (!traces.empty()) {
+    benchmark::RegisterBenchmark("BM_TraceThreads/bfc",
+                                 BM_TraceThreads<Kind::kBfc>, &traces)
+        ->Setup(SetupSharedTracePool)
+        ->Teardown(TeardownSharedTracePool)
+        ->ThreadRange(1, 8)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_TraceThreads/glibc",
+                                 BM_TraceThreads<Kind::kGlibc>, &traces)
+        ->ThreadRange(1, 8)
+        ->UseRealTime();
+  }
   for (const PhasedTrace& t : traces) {
     const std::string base = "BM_Trace/" + t.name + "/";
     benchmark::RegisterBenchmark((base + "bfc_cold").c_str(), BM_TraceCold, &t);
@@ -179,6 +275,8 @@ void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
                                  BM_TraceWarm<Kind::kGlibc>, &t);
     benchmark::RegisterBenchmark((base + "no_pool_warm").c_str(),
                                  BM_TraceWarm<Kind::kSub>, &t);
+    benchmark::RegisterBenchmark((base + "map_best_fit_warm").c_str(),
+                                 BM_TraceWarm<Kind::kMapBestFit>, &t);
     benchmark::RegisterBenchmark((base + "cudaMalloc_warm").c_str(),
                                  BM_TraceWarm<Kind::kCuda>, &t);
     benchmark::RegisterBenchmark((base + "cudaMallocAsync_warm").c_str(),
