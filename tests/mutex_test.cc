@@ -58,6 +58,67 @@ TEST(MutexTest, ExcludesUnderContention) {
   EXPECT_EQ(counter, int64_t{kThreads} * kIters);
 }
 
+// A sleeper normally looks again every millisecond even unwoken, which would
+// hide a lost wake-up; these tests push that past the fuse.
+struct NoTimedLooks {
+  NoTimedLooks() { SetMutexMaxSleepForTesting(int64_t{600} * 1000000000); }
+  ~NoTimedLooks() { SetMutexMaxSleepForTesting(-1); }
+};
+
+// Holds longer than a waiter spins (~50 us), so waiters sleep in the futex
+// and every wake-up matters: Unlock has no fence of its own (the sleepers'
+// asymmetric fence stands in), and the Unlock that wakes one sleeper hands
+// it the duty of waking the next. A lost wake-up leaves a thread asleep on a
+// free lock: the fuse fires.
+TEST(MutexTest, NoWakeUpIsLostWhenWaitersSleep) {
+  Fuse fuse(absl::Seconds(60), "MutexTest.NoWakeUpIsLostWhenWaitersSleep");
+  NoTimedLooks no_backstop;
+  Mutex mu;
+  int64_t counter = 0;  // guarded by mu
+  constexpr int kThreads = 8;
+  constexpr int kIters = 400;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kIters; ++i) {
+        MutexLock lock(&mu);
+        ++counter;
+        if ((i + t) % 16 == 0) absl::SleepFor(absl::Microseconds(200));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  MutexLock lock(&mu);
+  EXPECT_EQ(counter, int64_t{kThreads} * kIters);
+}
+
+// Every waiter asleep behind one long hold, then one Unlock: the woken
+// thread, taking the lock while others still sleep, must raise the flag so
+// that its own Unlock wakes the next, and so on down the line. Repeated so
+// that the waiters also arrive while the chain is running.
+TEST(MutexTest, OneUnlockReleasesAChainOfSleepers) {
+  Fuse fuse(absl::Seconds(60), "MutexTest.OneUnlockReleasesAChainOfSleepers");
+  NoTimedLooks no_backstop;
+  Mutex mu;
+  constexpr int kWaiters = 7;
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> done{0};
+    std::vector<std::thread> waiters;
+    mu.Lock();
+    for (int t = 0; t < kWaiters; ++t) {
+      waiters.emplace_back([&] {
+        MutexLock lock(&mu);
+        done.fetch_add(1, std::memory_order_relaxed);
+      });
+    }
+    // Long enough for every waiter to spin out and sleep.
+    absl::SleepFor(absl::Milliseconds(5));
+    mu.Unlock();
+    for (std::thread& t : waiters) t.join();
+    EXPECT_EQ(done.load(), kWaiters);
+  }
+}
+
 // The only ordering between the two threads is the lock: the flag is relaxed,
 // which TSan treats as no synchronization at all.
 TEST(MutexTest, UnlockThenLockOrdersPlainData) {

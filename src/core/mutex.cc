@@ -3,6 +3,7 @@
 #include "bfc/internal/mutex.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,6 +11,18 @@
 #include "absl/time/clock.h"
 
 namespace bfc::internal {
+namespace {
+
+// A sleeper looks again at least this often, woken or not. The flag
+// protocol (see Mutex) has one window where a new sleeper's flag can be
+// cleared by an Unlock waking another thread before that thread counts the
+// new sleeper, and without membarrier every Unlock racing a new sleeper is
+// such a window: the timed sleep bounds what a missed wake-up costs, at the
+// price of a sleeper waking 1,000 times a second behind a long hold.
+constexpr int64_t kMaxSleepNs = 1000000;
+std::atomic<int64_t> max_sleep_ns{kMaxSleepNs};
+
+}  // namespace
 
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
                int64_t timeout_ns) {
@@ -26,9 +39,11 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
           expected, tp, nullptr, 0);
 }
 
-void FutexWake(std::atomic<uint32_t>* word, int count) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE,
-          count, nullptr, nullptr, 0);
+int FutexWake(std::atomic<uint32_t>* word, int count) {
+  const long woken =  // NOLINT(runtime/int): syscall's type
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE,
+              count, nullptr, nullptr, 0);
+  return woken > 0 ? static_cast<int>(woken) : 0;
 }
 
 void Mutex::LockSlow() {
@@ -46,27 +61,86 @@ void Mutex::LockSlow() {
   // not come here).
   constexpr int kMaxBackoff = 64;
   constexpr int kSpinRounds = 40;
-  int backoff = 1;
-  for (int i = 0; i < kSpinRounds; ++i) {
+  // Once woken, this thread has the duty of waking the rest (see
+  // contended_): whichever way it then takes the lock, it raises the flag
+  // while others sleep.
+  bool woken = false;
+  auto took = [&] {
+    if (woken && sleepers_.load(std::memory_order_seq_cst) != 0) {
+      contended_.store(1, std::memory_order_relaxed);
+    }
+  };
+  for (;;) {
+    int backoff = 1;
+    for (int i = 0; i < kSpinRounds; ++i) {
+      uint32_t expected = 0;
+      if (state_.load(std::memory_order_relaxed) == 0 &&
+          state_.compare_exchange_weak(expected, 1, std::memory_order_acquire,
+                                       std::memory_order_relaxed)) {
+        took();
+        return;
+      }
+      for (int p = 0; p < backoff; ++p) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        asm volatile("yield");
+#endif
+      }
+      if (backoff < kMaxBackoff) backoff *= 2;
+    }
+    // Counted and flagged first, then the asymmetric fence: from here on
+    // every Unlock either sees the flag (and wakes a sleeper) or has
+    // published its 0, which the compare-and-swap below then sees.
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    contended_.store(1, std::memory_order_seq_cst);
+    (void)AsymmetricFence();  // without it, only the timed sleep protects
     uint32_t expected = 0;
-    if (state_.load(std::memory_order_relaxed) == 0 &&
-        state_.compare_exchange_weak(expected, 1, std::memory_order_acquire,
-                                     std::memory_order_relaxed)) {
+    const bool locked = state_.compare_exchange_strong(
+        expected, 1, std::memory_order_acquire, std::memory_order_relaxed);
+    if (!locked) {
+      // Sleeps only while the word is still 1 (the futex compares first).
+      FutexWait(&state_, 1, max_sleep_ns.load(std::memory_order_relaxed));
+      // Woken (or timed out): the Unlock that woke this thread cleared the
+      // flag and handed it the duty. Spin again: the lock has usually moved
+      // on.
+      woken = true;
+    }
+    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (locked) {
+      took();
       return;
     }
-    for (int p = 0; p < backoff; ++p) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#elif defined(__aarch64__)
-      asm volatile("yield");
-#endif
-    }
-    if (backoff < kMaxBackoff) backoff *= 2;
   }
-  // Mark the lock contended (2) so the holder's Unlock wakes a sleeper.
-  while (state_.exchange(2, std::memory_order_acquire) != 0) {
-    FutexWait(&state_, 2, -1);
+}
+
+void SetMutexMaxSleepForTesting(int64_t ns) {
+  max_sleep_ns.store(ns < 0 ? kMaxSleepNs : ns, std::memory_order_relaxed);
+}
+
+void Mutex::WakeOne() {
+  // Sequentially consistent, so that the thread this wakes counts every
+  // sleeper whose flag this clears (see took() in LockSlow).
+  contended_.store(0, std::memory_order_seq_cst);
+  // The futex call orders this against the sleepers (it takes a lock in the
+  // kernel). A thread counted but not asleep yet is not woken: the flag goes
+  // back up so that the next Unlock tries again.
+  if (FutexWake(&state_, 1) == 0 &&
+      sleepers_.load(std::memory_order_seq_cst) != 0) {
+    contended_.store(1, std::memory_order_seq_cst);
   }
+}
+
+bool AsymmetricFence() {
+  // Registration is per process, once; a process that cannot (ENOSYS,
+  // EINVAL, a seccomp filter) or a child that lost it (EPERM) tries again
+  // here, and without it the callers poll.
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
+    return true;
+  }
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+                 0) == 0 &&
+         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
 void CondVar::WaitWithDeadline(Mutex* mu, absl::Time deadline) {

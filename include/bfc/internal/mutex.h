@@ -46,10 +46,27 @@
 //
 // The implementation
 // ------------------
-// Mutex is a three-state futex word (0 free, 1 held, 2 held with sleepers;
-// Drepper, "Futexes Are Tricky", mutex 3): an uncontended Lock is one
-// compare-and-swap and Unlock one exchange, with a short spin before a
-// contended Lock sleeps. CondVar is a futex sequence number. Linux only.
+// Mutex is a futex word (0 free, 1 held), a count of threads that may sleep
+// on it, and a flag saying that an Unlock should wake one. An uncontended
+// Lock is one compare-and-swap; Unlock is a plain release store of 0 and a
+// load of the flag, with no fence. A fence there (the exchange of Drepper's
+// "Futexes Are Tricky" mutex 3, which bfc used before) waits for every store
+// of the critical section to reach the cache: 15-20 % of a warm trace
+// replay's time (bench/README.md). Unlock's store-then-load against a
+// sleeper's flag-then-check is Dekker's pattern, which needs a full fence on
+// both sides; the sleeper issues both with membarrier(PRIVATE_EXPEDITED), an
+// asymmetric fence (every running thread of the process executes a full
+// barrier), so an Unlock either sees the flag or has published its 0 before
+// the sleeper looks. The Unlock that wakes a sleeper clears the flag and
+// hands the woken thread the duty to raise it again if others still sleep;
+// threads that take the lock while spinning leave it alone, so spinners
+// passing the lock around do not wake sleepers on every Unlock. Clearing
+// the flag can race a new sleeper raising it (the woken thread may count the
+// sleepers before the new one is counted), and where membarrier is
+// unavailable (old kernels, some sandboxes) every Unlock can race a new
+// sleeper, so a sleeper also looks again every millisecond: a missed wake-up
+// costs at most that, never a hang. A contended Lock spins with back-off
+// before it sleeps. CondVar is a futex sequence number. Linux only.
 //
 // Under ThreadSanitizer (and only there; the hooks compile to nothing
 // otherwise) the lock reports itself through the __tsan_mutex_* annotations,
@@ -107,8 +124,16 @@ namespace bfc::internal {
 // passes. Spurious returns are possible.
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
                int64_t timeout_ns);
-// Wakes up to `count` sleepers on `word`.
-void FutexWake(std::atomic<uint32_t>* word, int count);
+// Wakes up to `count` sleepers on `word`; returns how many it woke.
+int FutexWake(std::atomic<uint32_t>* word, int count);
+// A full memory barrier on every running thread of this process
+// (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), registering the process on
+// first use). False when the kernel refuses it; nothing is fenced then.
+bool AsymmetricFence();
+// Tests only: how long a Mutex sleeper sleeps before it looks again unwoken
+// (default 1 ms; < 0 restores it). A test that sets it beyond its fuse turns
+// a lost wake-up into a hang it can see.
+void SetMutexMaxSleepForTesting(int64_t ns);
 
 // A non-recursive exclusive lock. Thread-safe; not copyable or movable.
 // Unlock only from the thread that locked; destroy only when unlocked.
@@ -152,13 +177,23 @@ class ABSL_LOCKABLE Mutex {
     }
   }
   void RawUnlock() {
-    if (state_.exchange(0, std::memory_order_release) == 2) {
-      FutexWake(&state_, 1);
-    }
+    state_.store(0, std::memory_order_release);
+    // No fence between the store and this load: see "The implementation".
+    if (contended_.load(std::memory_order_relaxed) != 0) WakeOne();
   }
   void LockSlow();
+  void WakeOne();
 
   std::atomic<uint32_t> state_{0};
+  // Threads in LockSlow past their spin (asleep or about to be).
+  std::atomic<uint32_t> sleepers_{0};
+  // 1: a sleeper may wait for the next Unlock to wake it. Set by a thread
+  // about to sleep, and by a woken thread that takes the lock while others
+  // sleep; cleared by the Unlock that wakes one (which hands the duty on to
+  // the thread it woke). Threads that take the lock while spinning leave it
+  // alone, so sleepers are not woken while spinners pass the lock around
+  // (as with Drepper's state 2).
+  std::atomic<uint32_t> contended_{0};
 };
 
 // Waits for a condition on state guarded by a Mutex. Thread-safe.
