@@ -146,19 +146,28 @@ class Bin {
   [[nodiscard]] ABSL_ATTRIBUTE_ALWAYS_INLINE bool Insert(size_t size,
                                                          const void* ptr,
                                                          ChunkHandle h) {
-    const Entry e{size, reinterpret_cast<uintptr_t>(ptr), h};
-    if (!small_ || num_small_ == kSmallCapacity) return InsertLarge(e);
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+    if (!small_ || num_small_ == kSmallCapacity) {
+      return InsertLarge(Entry{size, addr, h});
+    }
     // One insertion-sort step from the end: most bins hold 0-2 chunks.
     Entry* pos = small_end();
-    while (pos != small_begin() && Less()(e, pos[-1])) {
+    while (pos != small_begin() &&
+           (size < pos[-1].size ||
+            (size == pos[-1].size && addr < pos[-1].addr))) {
       *pos = pos[-1];
       --pos;
     }
-    if (pos != small_begin() && !Less()(pos[-1], e)) {
+    if (pos != small_begin() && pos[-1].size == size && pos[-1].addr == addr) {
       std::copy(pos + 1, small_end() + 1, pos);  // a duplicate: undo
       return false;
     }
-    *pos = e;
+    // Field by field: an Entry built on the stack and copied here is read
+    // back 16 bytes at once from two 8-byte stores, which the CPU cannot
+    // forward (a stall of ~15 % of an allocate or free on the traces).
+    pos->size = size;
+    pos->addr = addr;
+    pos->handle = h;
     ++num_small_;
     total_bytes_ += size;
     return true;
