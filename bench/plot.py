@@ -109,6 +109,27 @@ def svg_axes(title, w, h, m):
             '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (m, 35, m, h - m)]
 
 
+def draw_lines(s, series, pts, X, Y, value_fmt, legend_step, xlabel, ylabel, W, H, M, path):
+    """Adds one labelled polyline per series present in pts, the legend and
+    the axis labels to the SVG lines s, and writes it to path."""
+    for si, (name, color) in enumerate(series):
+        if name not in pts:
+            continue
+        p = pts[name]
+        s.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
+            color, " ".join("%.1f,%.1f" % (X(k), Y(v)) for k, v in p)))
+        for k, v in p:
+            s.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (X(k), Y(v), color))
+            s.append(('<text x="%.1f" y="%.1f" text-anchor="middle">' + value_fmt + '</text>') % (X(k), Y(v) - 8, v))
+        s.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (M + 10 + si * legend_step, 32, color))
+        s.append('<text x="%d" y="%d">%s</text>' % (M + 26 + si * legend_step, 43, name))
+    s.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (W // 2, H - 15, xlabel))
+    s.append('<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">%s</text>' % (H // 2, H // 2, ylabel))
+    s.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(s) + "\n")
+
+
 def scaling_svg(rows, path):
     series = [("bfc", "#1f77b4"), ("map_best_fit", "#ff7f0e")]
     pts = {}
@@ -137,22 +158,7 @@ def scaling_svg(rows, path):
             if 10 ** y0 <= v <= 10 ** y1:
                 s.append('<text x="%d" y="%.0f" text-anchor="end">%g</text>' % (M - 5, Y(v) + 4, v))
                 s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>' % (M, Y(v), W - 20, Y(v)))
-    for si, (name, color) in enumerate(series):
-        if name not in pts:
-            continue
-        p = pts[name]
-        s.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
-            color, " ".join("%.1f,%.1f" % (X(k), Y(v)) for k, v in p)))
-        for k, v in p:
-            s.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (X(k), Y(v), color))
-            s.append('<text x="%.1f" y="%.1f" text-anchor="middle">%.0f</text>' % (X(k), Y(v) - 8, v))
-        s.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (M + 10 + si * 180, 32, color))
-        s.append('<text x="%d" y="%d">%s</text>' % (M + 26 + si * 180, 43, name))
-    s.append('<text x="%d" y="%d" text-anchor="middle">live chunks</text>' % (W // 2, H - 15))
-    s.append('<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">ns/op</text>' % (H // 2, H // 2))
-    s.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(s) + "\n")
+    draw_lines(s, series, pts, X, Y, "%.0f", 180, "live chunks", "ns/op", W, H, M, path)
 
 
 def threads_svg(rows, path):
@@ -180,22 +186,7 @@ def threads_svg(rows, path):
         v = ymax * i / 4
         s.append('<text x="%d" y="%.0f" text-anchor="end">%.0f</text>' % (M - 5, Y(v) + 4, v))
         s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>' % (M, Y(v), W - 20, Y(v)))
-    for si, (name, color) in enumerate(series):
-        if name not in pts:
-            continue
-        p = pts[name]
-        s.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
-            color, " ".join("%.1f,%.1f" % (X(n), Y(v)) for n, v in p)))
-        for n, v in p:
-            s.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (X(n), Y(v), color))
-            s.append('<text x="%.1f" y="%.1f" text-anchor="middle">%.1f</text>' % (X(n), Y(v) - 8, v))
-        s.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (M + 10 + si * 150, 32, color))
-        s.append('<text x="%d" y="%d">%s</text>' % (M + 26 + si * 150, 43, name))
-    s.append('<text x="%d" y="%d" text-anchor="middle">threads</text>' % (W // 2, H - 15))
-    s.append('<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">Mops/s</text>' % (H // 2, H // 2))
-    s.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(s) + "\n")
+    draw_lines(s, series, pts, X, Y, "%.1f", 150, "threads", "Mops/s", W, H, M, path)
 
 
 def traces_svg(rows, path):
