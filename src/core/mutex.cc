@@ -14,11 +14,12 @@ namespace bfc::internal {
 namespace {
 
 // A sleeper looks again at least this often, woken or not. The flag
-// protocol (see Mutex) has one window where a new sleeper's flag can be
-// cleared by an Unlock waking another thread before that thread counts the
-// new sleeper, and without membarrier every Unlock racing a new sleeper is
-// such a window: the timed sleep bounds what a missed wake-up costs, at the
-// price of a sleeper waking 1,000 times a second behind a long hold.
+// protocol (see Mutex) leaves one window: an Unlock whose wake finds nobody
+// asleep yet (the sleeper is between its count and its futex call) puts the
+// flag back up, and another Unlock can come and go before it does. Without
+// membarrier every Unlock racing a new sleeper is such a window. The timed
+// sleep bounds what a missed wake-up costs, at the price of a sleeper waking
+// 1,000 times a second behind a long hold.
 constexpr int64_t kMaxSleepNs = 1000000;
 std::atomic<int64_t> max_sleep_ns{kMaxSleepNs};
 

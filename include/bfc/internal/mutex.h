@@ -60,12 +60,12 @@
 // the sleeper looks. The Unlock that wakes a sleeper clears the flag and
 // hands the woken thread the duty to raise it again if others still sleep;
 // threads that take the lock while spinning leave it alone, so spinners
-// passing the lock around do not wake sleepers on every Unlock. Clearing
-// the flag can race a new sleeper raising it (the woken thread may count the
-// sleepers before the new one is counted), and where membarrier is
-// unavailable (old kernels, some sandboxes) every Unlock can race a new
-// sleeper, so a sleeper also looks again every millisecond: a missed wake-up
-// costs at most that, never a hang. A contended Lock spins with back-off
+// passing the lock around do not wake sleepers on every Unlock. An Unlock
+// whose wake finds nobody asleep yet puts the flag back up, and another
+// Unlock can slip in before it does; where membarrier is unavailable (old
+// kernels, some sandboxes) every Unlock can race a new sleeper. So a sleeper
+// also looks again every millisecond: a missed wake-up costs at most that,
+// never a hang. A contended Lock spins with back-off
 // before it sleeps. CondVar is a futex sequence number. Linux only.
 //
 // Under ThreadSanitizer (and only there; the hooks compile to nothing
