@@ -1223,15 +1223,16 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
   size_t available = memory_limit_ > total_region_allocated_bytes_
                          ? memory_limit_ - total_region_allocated_bytes_
                          : 0;
-  // A sub-allocator of pages hands out whole pages: the limit holds whole
-  // pages only.
-  available =
-      AlignDown(available, std::max(kMinAllocationSize, partial_free_bytes_));
-  // An over-aligned request may need up to alignment - kMinAllocationSize
-  // bytes of padding in front of it.
+  // A sub-allocator of pages hands out whole pages, each aligned to a page:
+  // the limit holds whole pages only.
+  const size_t unit = std::max(kMinAllocationSize, partial_free_bytes_);
+  available = AlignDown(available, unit);
+  // An over-aligned request may need up to alignment - unit bytes of padding
+  // in front of it (every region starts at least unit-aligned). Reserving
+  // alignment - 256 over pages refused a request that fits: 1536 bytes at
+  // 1 MiB alignment under a 1 MiB limit of 64 KiB pages (the fuzzer).
   const size_t needed =
-      rounded_bytes +
-      (alignment > kMinAllocationSize ? alignment - kMinAllocationSize : 0);
+      rounded_bytes + (alignment > unit ? alignment - unit : 0);
   if (needed > available) return false;
 
   // A dedicated region is exactly the request; a pooled one is sized by the
