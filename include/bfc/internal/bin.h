@@ -153,11 +153,11 @@ class Bin {
     // One insertion-sort step from the end: most bins hold 0-2 chunks.
     Entry* pos = small_end();
     while (pos != small_begin() &&
-           (size < pos[-1].size ||
-            (size == pos[-1].size && addr < pos[-1].addr))) {
+           Less::Before(size, addr, pos[-1].size, pos[-1].addr)) {
       *pos = pos[-1];
       --pos;
     }
+    // Not before it and not after it: the same key.
     if (pos != small_begin() && pos[-1].size == size && pos[-1].addr == addr) {
       std::copy(pos + 1, small_end() + 1, pos);  // a duplicate: undo
       return false;
@@ -292,8 +292,12 @@ class Bin {
 
   struct Less {
     bool operator()(const Entry& a, const Entry& b) const {
-      if (a.size != b.size) return a.size < b.size;
-      return a.addr < b.addr;
+      return Before(a.size, a.addr, b.size, b.addr);
+    }
+    // The order on keys alone, for callers that hold no Entry (Insert).
+    static bool Before(size_t a_size, uintptr_t a_addr, size_t b_size,
+                       uintptr_t b_addr) {
+      return a_size < b_size || (a_size == b_size && a_addr < b_addr);
     }
   };
   // A bin holding at most kSmallCapacity entries keeps them in a sorted
