@@ -224,6 +224,49 @@ TEST(AllocatorGrowthTest, ReleaseBeforeExtendKeepsRegionsBelowThePeak) {
   for (void* p : {c, d, f}) s.alloc->DeallocateRaw(p);
 }
 
+// The pool grows by the region the growth policy takes, so that is what
+// release_before_extend weighs against the peak: judged by the request
+// alone, a 1 MiB request under a 4 MiB floor raised the peak while a free
+// region that could not serve it stayed.
+TEST(AllocatorGrowthTest, ReleaseBeforeExtendWeighsTheRegionTheFloorTakes) {
+  Allocator::Options o;
+  o.release_before_extend = true;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.min_growth_step_bytes = 4 * kMiB;
+  // A free 16 MiB region is oversize for a 1 MiB request (PyTorch's
+  // max_split_size): it cannot serve it.
+  o.max_split_bytes = 8 * kMiB;
+  Rig s = Make(o);
+  void* a = s.alloc->AllocateRaw(256, 16 * kMiB);
+  void* b = s.alloc->AllocateRaw(256, 3 * kMiB + kMiB / 2);  // a 4 MiB region
+  AllocationAttributes dedicated;
+  dedicated.dedicated = true;
+  void* h = s.alloc->AllocateRaw(256, 2 * kMiB + kMiB / 2, dedicated);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(h, nullptr);
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(16 * kMiB, 4 * kMiB, 2 * kMiB + kMiB / 2));
+  const int64_t peak = 22 * kMiB + kMiB / 2;
+  EXPECT_EQ(*s.alloc->GetStats()->peak_pool_bytes, peak);
+  s.alloc->DeallocateRaw(h);  // its region goes back: pool 20 MiB
+  s.alloc->DeallocateRaw(a);  // a free 16 MiB region stays pooled
+  // 1 MiB fits neither b's 512 KiB rest nor the oversize region; 20 + 1
+  // MiB would be under the peak, but the region is the 4 MiB floor and
+  // 20 + 4 is not: the free region goes back first.
+  void* c = s.alloc->AllocateRaw(256, 1 * kMiB);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(s.journal->frees.size(), 2u);
+  EXPECT_EQ(s.journal->frees[1].second, 16 * kMiB);
+  EXPECT_EQ(s.journal->alloc_requests.back(), 4 * kMiB);
+  EXPECT_EQ(s.alloc->GetStats()->pool_bytes.value(),
+            static_cast<int64_t>(8 * kMiB));
+  EXPECT_EQ(*s.alloc->GetStats()->peak_pool_bytes, peak);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(b);
+  s.alloc->DeallocateRaw(c);
+}
+
 TEST(AllocatorGrowthTest, HugeAllocationsGetARegionOfTheirOwnGivenBackOnFree) {
   Allocator::Options o;
   o.huge_allocation_bytes = 8 * kMiB;

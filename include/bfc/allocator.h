@@ -455,8 +455,13 @@ class Allocator {
                             ChunkHandle* dedicated = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The bytes Extend asks for first: the growth policy's step for `needed`
-  // bytes, within the step cap and floor and the `available` room.
-  size_t GrowthStep(size_t needed, size_t available, bool* increased)
+  // bytes, within the step cap and floor and the `available` room. Doubling
+  // steps from *curr_region_bytes and leaves the doubled size there
+  // (*increased says whether it doubled); a copy of
+  // curr_region_allocation_bytes_ asks what Extend would take, changing
+  // nothing.
+  size_t GrowthStep(size_t needed, size_t available, size_t* curr_region_bytes,
+                    bool* increased) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Gives region `r` (no chunk in use; its one free chunk not in a bin when
   // `binned` is false) back to the sub-allocator; true when Free succeeded.

@@ -661,10 +661,17 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
       target = std::min(target, static_cast<size_t>(*stats_.peak_pool_bytes));
     }
     if (target != std::numeric_limits<size_t>::max()) {
-      ReleaseFreeRegionsAbove(rounded, target);
+      // What the pool grows by is the region the growth policy takes, not
+      // the request: judged by the request, a floor let each small request
+      // raise the peak by up to the floor while free regions stayed.
+      size_t curr = curr_region_allocation_bytes_;
+      bool doubled;
+      const size_t grown = GrowthStep(
+          rounded, std::numeric_limits<size_t>::max(), &curr, &doubled);
+      ReleaseFreeRegionsAbove(grown, target);
       // Then the pages inside free chunks, where the sub-allocator can
       // free parts of regions: none of those chunks fits this request.
-      const size_t room = rounded <= target ? target - rounded : 0;
+      const size_t room = grown <= target ? target - grown : 0;
       if (opts_.release_partial_regions && partial_free_bytes_ > 0 &&
           total_region_allocated_bytes_ > room) {
         (void)ReleaseFreeInteriors(total_region_allocated_bytes_ - room);
@@ -1168,7 +1175,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
   return c.ptr;
 }
 
-size_t Allocator::GrowthStep(size_t needed, size_t available, bool* increased) {
+size_t Allocator::GrowthStep(size_t needed, size_t available,
+                             size_t* curr_region_bytes, bool* increased) const {
   *increased = false;
   // Without growth the first region is the whole limit (TF); the policy
   // knobs are growth's.
@@ -1177,23 +1185,22 @@ size_t Allocator::GrowthStep(size_t needed, size_t available, bool* increased) {
   size_t bytes = needed;
   switch (policy) {
     case GrowthPolicy::kDoubling:
-      while (needed > curr_region_allocation_bytes_) {
-        if (curr_region_allocation_bytes_ >
-            std::numeric_limits<size_t>::max() / 2) {
-          curr_region_allocation_bytes_ = needed;
+      while (needed > *curr_region_bytes) {
+        if (*curr_region_bytes > std::numeric_limits<size_t>::max() / 2) {
+          *curr_region_bytes = needed;
         } else {
-          curr_region_allocation_bytes_ *= 2;
+          *curr_region_bytes *= 2;
         }
         *increased = true;
       }
-      bytes = curr_region_allocation_bytes_;
+      bytes = *curr_region_bytes;
       break;
     case GrowthPolicy::kSameAsRequested:
       bytes = needed;
       break;
     case GrowthPolicy::kFixedStep:
-      // curr_region_allocation_bytes_ stays initial_region_bytes.
-      bytes = std::max(needed, curr_region_allocation_bytes_);
+      // The current size stays initial_region_bytes.
+      bytes = std::max(needed, *curr_region_bytes);
       break;
   }
   if (opts_.allow_growth) {
@@ -1238,9 +1245,11 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
   // A dedicated region is exactly the request; a pooled one is sized by the
   // growth policy.
   bool increased_allocation = false;
-  size_t bytes = dedicated != nullptr
-                     ? needed
-                     : GrowthStep(needed, available, &increased_allocation);
+  size_t bytes =
+      dedicated != nullptr
+          ? needed
+          : GrowthStep(needed, available, &curr_region_allocation_bytes_,
+                       &increased_allocation);
 
   const size_t region_alignment = std::max(alignment, kMinAllocationSize);
   size_t bytes_received = 0;
