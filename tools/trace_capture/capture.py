@@ -1,0 +1,175 @@
+"""Runs one model under the c10 allocation tracer and writes its trace.
+
+Usage (Debian's python3-torch and python3-torchvision; see README.md):
+  LD_PRELOAD=./libc10_alloc_tracer.so /usr/bin/python3 capture.py NAME OUTDIR
+
+Writes OUTDIR/NAME.csv (RMM logging CSV), OUTDIR/meta/NAME.phases.csv
+(construct, optimizer, iterN, teardown, end) and OUTDIR/meta/NAME.run.json.
+Models are built with weights=None and fed random batches: nothing is
+downloaded, and only the allocation pattern matters.
+"""
+import ctypes, gc, json, math, sys, time
+import torch, torch.nn as nn, torch.nn.functional as F
+import torchvision
+
+lib = ctypes.CDLL(None)
+lib.shim_mark_phase.argtypes = [ctypes.c_char_p]
+lib.shim_dump.argtypes = [ctypes.c_char_p] * 3
+lib.shim_dump.restype = ctypes.c_long
+def mark(n): lib.shim_mark_phase(n.encode())
+
+torch.set_num_threads(2)
+torch.manual_seed(0)
+name, outdir = sys.argv[1], sys.argv[2]
+
+
+class Seq2SeqGRU(nn.Module):
+    """GRU encoder + step-by-step GRUCell decoder with dot-product attention (teacher forcing)."""
+    def __init__(self, vocab=8000, emb=256, hid=512, layers=2):
+        super().__init__()
+        self.src_emb = nn.Embedding(vocab, emb)
+        self.tgt_emb = nn.Embedding(vocab, emb)
+        self.enc = nn.GRU(emb, hid, num_layers=layers, batch_first=True)
+        self.cell = nn.GRUCell(emb + hid, hid)
+        self.attn_out = nn.Linear(2 * hid, hid)
+        self.proj = nn.Linear(hid, vocab)
+
+    def forward(self, src, tgt_in):
+        enc_out, h = self.enc(self.src_emb(src))          # B,S,H
+        h = h[-1]
+        ctx = torch.zeros_like(h)
+        temb = self.tgt_emb(tgt_in)                        # B,T,E
+        outs = []
+        for t in range(tgt_in.shape[1]):
+            h = self.cell(torch.cat([temb[:, t], ctx], 1), h)
+            scores = torch.bmm(enc_out, h.unsqueeze(2)).squeeze(2)
+            a = torch.softmax(scores, 1)
+            ctx = torch.bmm(a.unsqueeze(1), enc_out).squeeze(1)
+            outs.append(torch.tanh(self.attn_out(torch.cat([h, ctx], 1))))
+        return self.proj(torch.stack(outs, 1))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=16000, d=384, heads=6, layers=4, ff=1536, seq=128):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.1, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, x):
+        T = x.shape[1]
+        mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+        h = self.tok(x) + self.pos(torch.arange(T).unsqueeze(0))
+        return self.head(self.ln(self.blocks(h, mask=mask)))
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, vocab=30522, d=768, heads=12, layers=6, ff=3072, seq=128):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        self.ln = nn.LayerNorm(d)
+        layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.1, activation="gelu", batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers)
+        self.pool = nn.Linear(d, d)
+
+    def forward(self, x, pad):
+        T = x.shape[1]
+        h = self.ln(self.tok(x) + self.pos(torch.arange(T).unsqueeze(0)))
+        h = self.enc(h, src_key_padding_mask=pad)
+        return torch.tanh(self.pool(h[:, 0]))
+
+
+# name -> (description, builder, mode, iters, batch, make_opt, make_batch, loss)
+def vision(arch, batch, res=224, **kw):
+    return dict(build=lambda: getattr(torchvision.models, arch)(weights=None, **kw),
+                batch=lambda: (torch.randn(batch, 3, res, res), torch.randint(0, 1000, (batch,))),
+                fwd=lambda m, b: m(b[0]), loss=lambda o, b: F.cross_entropy(o, b[1]))
+
+CFG = {
+    "vgg11-train": dict(vision("vgg11", 8), mode="train", iters=3,
+                        opt=lambda p: torch.optim.SGD(p, lr=0.01),
+                        desc="torchvision vgg11, batch 8, 224x224, SGD (no momentum), 3 iterations"),
+    "mobilenet_v2-train": dict(vision("mobilenet_v2", 24), mode="train", iters=3,
+                               opt=lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=4e-5),
+                               desc="torchvision mobilenet_v2, batch 24, 224x224, SGD momentum 0.9 wd 4e-5, 3 iterations"),
+    "squeezenet1_1-train": dict(vision("squeezenet1_1", 32), mode="train", iters=3,
+                                opt=lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, nesterov=True),
+                                desc="torchvision squeezenet1_1, batch 32, 224x224, SGD nesterov momentum 0.9, 3 iterations"),
+    "efficientnet_b0-train": dict(vision("efficientnet_b0", 16), mode="train", iters=3,
+                                  opt=lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.9, eps=1e-3),
+                                  desc="torchvision efficientnet_b0, batch 16, 224x224, RMSprop momentum 0.9, 3 iterations"),
+    "densenet121-infer": dict(vision("densenet121", 16), mode="infer", iters=5,
+                              desc="torchvision densenet121, batch 16, 224x224, eval + no_grad, 5 iterations"),
+    "gru-seq2seq-train": dict(build=lambda: Seq2SeqGRU(),
+                              batch=lambda: (torch.randint(0, 8000, (48, 32)), torch.randint(0, 8000, (48, 25))),
+                              fwd=lambda m, b: m(b[0], b[1][:, :-1]),
+                              loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[1][:, 1:].reshape(-1)),
+                              mode="train", iters=3, clip=1.0,
+                              opt=lambda p: torch.optim.Adam(p, lr=1e-3),
+                              desc="GRU seq2seq: emb 256, 2-layer GRU encoder hid 512, GRUCell decoder with dot attention "
+                                   "(24 steps, teacher forcing), vocab 8000, src 32, batch 48, Adam + grad clip, 3 iterations"),
+    "gpt-decoder-train": dict(build=lambda: GPT(),
+                              batch=lambda: (torch.randint(0, 16000, (16, 129)),),
+                              fwd=lambda m, b: m(b[0][:, :-1]),
+                              loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[0][:, 1:].reshape(-1)),
+                              mode="train", iters=3,
+                              opt=lambda p: torch.optim.AdamW(p, lr=3e-4, weight_decay=0.1),
+                              desc="GPT-style decoder-only LM: nn.TransformerEncoder 4x384 (6 heads, ff 1536, pre-norm, GELU) "
+                                   "with causal mask, vocab 16000, seq 128, batch 16, AdamW, 3 iterations"),
+    "bert-infer": dict(build=lambda: BertEncoder(),
+                       batch=lambda: (torch.randint(0, 30522, (8, 128)),
+                                      torch.arange(128).unsqueeze(0) >= torch.tensor([128, 96, 128, 64, 112, 128, 80, 100]).unsqueeze(1)),
+                       fwd=lambda m, b: m(b[0], b[1]),
+                       mode="infer", iters=5,
+                       desc="BERT-like encoder: nn.TransformerEncoder 6x768 (12 heads, ff 3072, GELU), vocab 30522, "
+                            "seq 128 with padding mask, batch 8, eval + no_grad (1.13 fast path / nested tensors), 5 iterations"),
+}
+
+cfg = CFG[name]
+t_start = time.time()
+lib.shim_start()
+mark("construct")
+model = cfg["build"]()
+if cfg["mode"] == "train":
+    model.train()
+    mark("optimizer")
+    opt = cfg["opt"](model.parameters())
+    for i in range(cfg["iters"]):
+        mark(f"iter{i}")
+        b = cfg["batch"]()
+        out = cfg["fwd"](model, b)
+        loss = cfg["loss"](out, b)
+        opt.zero_grad()
+        loss.backward()
+        if cfg.get("clip"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip"])
+        opt.step()
+        print(f"{name} iter{i} loss {loss.item():.4f} t={time.time()-t_start:.1f}s", flush=True)
+else:
+    model.eval()
+    with torch.no_grad():
+        for i in range(cfg["iters"]):
+            mark(f"iter{i}")
+            b = cfg["batch"]()
+            out = cfg["fwd"](model, b)
+            print(f"{name} iter{i} out {tuple(out.shape)} t={time.time()-t_start:.1f}s", flush=True)
+mark("teardown")
+if cfg["mode"] == "train":
+    del opt, loss
+del model, out, b
+gc.collect()
+mark("end")
+lib.shim_stop()
+n = lib.shim_dump(f"{outdir}/{name}.csv".encode(), f"{outdir}/meta/{name}.phases.csv".encode(),
+                  f"{outdir}/meta/{name}.shim.txt".encode())
+json.dump({"trace": f"{name}.csv", "description": cfg["desc"], "mode": cfg["mode"], "iterations": cfg["iters"],
+           "torch_num_threads": torch.get_num_threads(), "torch": torch.__version__,
+           "torchvision": torchvision.__version__, "wall_s": round(time.time() - t_start, 2),
+           "filter": "posix_memalign calls whose return address is in libc10.so (c10::alloc_cpu) + frees of those pointers"},
+          open(f"{outdir}/meta/{name}.run.json", "w"), indent=1)
+print(f"{name}: {n} events, {time.time()-t_start:.1f}s")
