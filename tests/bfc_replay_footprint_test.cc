@@ -1,6 +1,6 @@
 // File: tests/bfc_replay_footprint_test.cc
 // preset:low_footprint on every real trace the project has: the four shared
-// traces (tests/data) and the eight captured ones (tests/data/captured),
+// traces (tests/data) and the fifteen captured ones (tests/data/captured),
 // replayed by bfc-replay over the simulated cudaMalloc as a user would
 // (issue 15's "Done when" command). Each trace is held to the footprint
 // measured when its guard was written (rounded up, by at most 0.005), to no
@@ -30,8 +30,9 @@ struct FootprintCase {
 
 // Measured at the commit that added this file (README, "Choosing a
 // preset"). Issue 15's goal is 1.10: densenet121-infer misses it (1.277,
-// small long-lived feature maps pin regions freed by large ones; see the
-// README), and is held to what it is so that it cannot get worse unnoticed.
+// small long-lived feature maps pin regions freed by large ones) and so do
+// five small models; each is held to what it is, so that none gets worse
+// unnoticed.
 constexpr FootprintCase kCases[] = {
     {"lstm-train.csv", "phases/lstm-train.phases.csv", 1.035},
     {"resnet18-train.csv", "phases/resnet18-train.phases.csv", 1.050},
@@ -45,6 +46,15 @@ constexpr FootprintCase kCases[] = {
     {"captured/mobilenet_v2-train.csv.gz", "", 1.011},
     {"captured/squeezenet1_1-train.csv.gz", "", 1.085},
     {"captured/vgg11-train.csv.gz", "", 1.010},
+    // Small models (peak live 11-195 MiB): five of the seven miss the goal,
+    // mostly to the 2 MiB growth floor (README).
+    {"captured/densenet121-infer-b2.csv.gz", "", 1.090},
+    {"captured/gru-small-train.csv.gz", "", 1.190},
+    {"captured/mlp-train.csv.gz", "", 1.400},
+    {"captured/mobilenet_v2-infer-b1.csv.gz", "", 1.140},
+    {"captured/resnet18-infer-b1.csv.gz", "", 1.175},
+    {"captured/resnet18-train-b2.csv.gz", "", 1.025},
+    {"captured/squeezenet1_1-infer-b4.csv.gz", "", 1.355},
 };
 
 // Failures name the trace, not the struct's bytes.

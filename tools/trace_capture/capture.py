@@ -84,6 +84,17 @@ class BertEncoder(nn.Module):
         return torch.tanh(self.pool(h[:, 0]))
 
 
+class MLP(nn.Module):
+    """A small MNIST-sized classifier: 784-512-256-10."""
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(),
+                                 nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
 # name -> (description, builder, mode, iters, batch, make_opt, make_batch, loss)
 def vision(arch, batch, res=224, **kw):
     return dict(build=lambda: getattr(torchvision.models, arch)(weights=None, **kw),
@@ -128,6 +139,30 @@ CFG = {
                        mode="infer", iters=5,
                        desc="BERT-like encoder: nn.TransformerEncoder 6x768 (12 heads, ff 3072, GELU), vocab 30522, "
                             "seq 128 with padding mask, batch 8, eval + no_grad (1.13 fast path / nested tensors), 5 iterations"),
+    # Small models (peak live 11-195 MiB): where a 2 MiB growth floor is a
+    # large share of the pool.
+    "mlp-train": dict(build=lambda: MLP(),
+                      batch=lambda: (torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))),
+                      fwd=lambda m, b: m(b[0]), loss=lambda o, b: F.cross_entropy(o, b[1]),
+                      mode="train", iters=5, opt=lambda p: torch.optim.Adam(p, lr=1e-3),
+                      desc="MLP 784-512-256-10, batch 64, Adam, 5 iterations"),
+    "gru-small-train": dict(build=lambda: Seq2SeqGRU(vocab=2000, emb=64, hid=128, layers=1),
+                            batch=lambda: (torch.randint(0, 2000, (8, 16)), torch.randint(0, 2000, (8, 12))),
+                            fwd=lambda m, b: m(b[0], b[1][:, :-1]),
+                            loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[1][:, 1:].reshape(-1)),
+                            mode="train", iters=3, opt=lambda p: torch.optim.Adam(p, lr=1e-3),
+                            desc="the GRU seq2seq at emb 64, hid 128, 1 layer, vocab 2000, batch 8, Adam, 3 iterations"),
+    "resnet18-train-b2": dict(vision("resnet18", 2), mode="train", iters=3,
+                              opt=lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+                              desc="torchvision resnet18, batch 2, SGD momentum 0.9, 3 iterations"),
+    "resnet18-infer-b1": dict(vision("resnet18", 1), mode="infer", iters=5,
+                              desc="torchvision resnet18, batch 1, eval + no_grad, 5 iterations"),
+    "mobilenet_v2-infer-b1": dict(vision("mobilenet_v2", 1), mode="infer", iters=5,
+                                  desc="torchvision mobilenet_v2, batch 1, eval + no_grad, 5 iterations"),
+    "squeezenet1_1-infer-b4": dict(vision("squeezenet1_1", 4), mode="infer", iters=5,
+                                   desc="torchvision squeezenet1_1, batch 4, eval + no_grad, 5 iterations"),
+    "densenet121-infer-b2": dict(vision("densenet121", 2), mode="infer", iters=5,
+                                 desc="torchvision densenet121, batch 2, eval + no_grad, 5 iterations"),
 }
 
 cfg = CFG[name]
