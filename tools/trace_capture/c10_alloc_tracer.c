@@ -294,8 +294,11 @@ void *calloc(size_t a, size_t b) {
 
 void *realloc(void *p, size_t n) {
   if (is_boot(p)) {
+    // The arena keeps no block sizes: copy what may be there, never past
+    // the arena's end.
+    const size_t left = (size_t)(boot_buf + sizeof boot_buf - (char *)p);
     void *q = malloc(n);
-    if (q) memcpy(q, p, n < 1024 ? n : 1024);
+    if (q) memcpy(q, p, n < left ? n : left);
     return q;
   }
   if (!real_realloc) init();
