@@ -124,6 +124,90 @@ void BM_Metadata(benchmark::State& state) {
   }
 }
 
+// A device whose streams finish their work `lag` events late: an event is
+// complete once `lag` more have been recorded after it. Waits and host
+// synchronizations cost nothing.
+class LaggingStreamOps : public StreamOps {
+ public:
+  explicit LaggingStreamOps(uintptr_t lag) : lag_(lag) {}
+  absl::StatusOr<Event> RecordEvent(StreamId) override {
+    return reinterpret_cast<Event>(++recorded_);
+  }
+  absl::StatusOr<bool> QueryEvent(Event event) override {
+    return reinterpret_cast<uintptr_t>(event) + lag_ <= recorded_;
+  }
+  absl::Status StreamWaitEvent(StreamId, Event) override {
+    return absl::OkStatus();
+  }
+  absl::Status SynchronizeEvent(Event) override { return absl::OkStatus(); }
+  void ReleaseEvent(Event) override {}
+
+ private:
+  const uintptr_t lag_;
+  uintptr_t recorded_ = 0;
+};
+
+// Two streams: a pool holding `free_chunks` clean free chunks (between live
+// ones), then each step frees a chunk on stream A, whose work is still
+// running, and allocates the same size on stream B. B finds no chunk it may
+// use yet, so every allocation takes the cross-stream path: look at what
+// completed (deferred merges included), then take A's chunk behind a wait.
+// What that path costs beside the free chunks nobody fenced is the point.
+void BM_CrossStreamMiss(benchmark::State& state) {
+  const size_t free_chunks = static_cast<size_t>(state.range(0));
+  constexpr size_t kPool = size_t{1} << 30;
+  Allocator::Options options;
+  options.allow_growth = false;
+  Allocator a(std::make_unique<VirtualSubAllocator>(2 * kPool), kPool,
+              "streams", options);
+  if (!a.SetStreamOps(std::make_unique<LaggingStreamOps>(4)).ok()) {
+    state.SkipWithError("SetStreamOps failed");
+    return;
+  }
+  const StreamId stream_a = reinterpret_cast<StreamId>(1);
+  const StreamId stream_b = reinterpret_cast<StreamId>(2);
+  // Clean free chunks of 256 B-1 KiB between live ones, freed on the
+  // implicit stream before any other stream exists.
+  std::vector<void*> keep(2 * free_chunks + 1);
+  size_t used = 0;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    keep[i] = a.AllocateRaw(256, 256 * (1 + i % 4));
+    used += 256 * (1 + i % 4);
+  }
+  for (size_t i = 1; i < keep.size(); i += 2) a.DeallocateRaw(keep[i]);
+  constexpr size_t kStep = 64 * kKiB;  // larger than every clean chunk
+  absl::StatusOr<void*> p = a.AllocateOnStream(stream_a, kStep);
+  // The rest of the pool stays in use: A's chunk is the only one that fits.
+  void* filler = a.AllocateRaw(256, kPool - used - kStep);
+  if (!p.ok() || filler == nullptr) {
+    state.SkipWithError("setting up the pool failed");
+    return;
+  }
+  for (auto _ : state) {
+    if (!a.DeallocateOnStream(*p, stream_a).ok()) {
+      state.SkipWithError("free failed");
+      return;
+    }
+    p = a.AllocateOnStream(stream_b, kStep);
+    if (!p.ok() || !a.DeallocateOnStream(*p, stream_b).ok()) {
+      state.SkipWithError("cross-stream allocation failed");
+      return;
+    }
+    p = a.AllocateOnStream(stream_a, kStep);
+    if (!p.ok()) {
+      state.SkipWithError("allocation failed");
+      return;
+    }
+  }
+  state.counters["time/op"] =
+      benchmark::Counter(3, benchmark::Counter::kIsIterationInvariantRate |
+                                benchmark::Counter::kInvert);
+  state.counters["free_chunks"] = double(free_chunks);
+  (void)a.DeallocateOnStream(*p, stream_a);
+  a.DeallocateRaw(filler);
+  for (size_t i = 0; i < keep.size(); i += 2) a.DeallocateRaw(keep[i]);
+}
+
 #define BFC_ALL_KINDS(BM, ...)                                              \
   BENCHMARK_TEMPLATE(BM, Kind::kBfc)->Name(#BM "/bfc") __VA_ARGS__;         \
   BENCHMARK_TEMPLATE(BM, Kind::kGlibc)->Name(#BM "/glibc") __VA_ARGS__;     \
@@ -152,6 +236,7 @@ BENCHMARK_TEMPLATE(BM_RandomThreads, Kind::kGlibc)
     ->Name("BM_RandomThreads/glibc")
     ->ThreadRange(1, 4)
     ->UseRealTime();
+BENCHMARK(BM_CrossStreamMiss)->Arg(0)->Arg(1000)->Arg(100000);
 BENCHMARK(BM_Metadata)
     ->Arg(int64_t{1} << 30)
     ->Arg(int64_t{1} << 40)

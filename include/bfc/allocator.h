@@ -569,8 +569,12 @@ class Allocator {
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Merges the free chunks whose merge a fence deferred and whose fences are
   // now known complete, and gives back the dedicated regions that waited for
-  // theirs (pending_dedicated_). O(free chunks).
+  // theirs (pending_dedicated_). O(fenced chunks, listed since the last
+  // call) plus the merges.
   void MergeDeferred() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Puts h on fenced_chunks_ unless it is there: its fence just became
+  // non-zero.
+  void ListFenced(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Merges free chunk h with a free next, then a free previous neighbour
   // (TF's order); returns the surviving handle, not yet binned.
   template <bool kMaySlow = true>
@@ -899,6 +903,12 @@ class Allocator {
   // synchronization): never handed out, given back once the fence is known
   // complete (MergeDeferred). Their one chunk is free, fenced and unbinned.
   std::vector<ChunkHandle> pending_dedicated_ ABSL_GUARDED_BY(mutex_);
+  // Every free chunk that may hold a fence: listed (ListFenced) wherever a
+  // chunk's fence becomes non-zero, dropped by MergeDeferred once its chunk
+  // is gone, in use or clean. MergeDeferred then costs what is fenced, not
+  // every free chunk. fence_listed_[h]: h is in the list (no duplicates).
+  std::vector<ChunkHandle> fenced_chunks_ ABSL_GUARDED_BY(mutex_);
+  std::vector<bool> fence_listed_ ABSL_GUARDED_BY(mutex_);
   AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
   int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;
   // Invalid frees and requests reported (ReportInvalid), logged or not.

@@ -819,6 +819,7 @@ ABSL_ATTRIBUTE_NOINLINE void Allocator::SplitSlow(ChunkHandle h,
     // The remainder was used (or is pending) exactly as the whole was.
     chunks_[nh].fence = fence;
     RefFence(fence);
+    ListFenced(nh);
   }
   if (timing_counter_ != nullptr) SplitFreedAt(h, nh);
 }
@@ -830,6 +831,7 @@ ABSL_ATTRIBUTE_NOINLINE void Allocator::MergeSlow(ChunkHandle h1,
   if ((c1.fence | c2.fence) != 0) {
     c1.fence = JoinFences(c1.fence, c2.fence);
     c2.fence = 0;  // its reference went to the join
+    if (c1.fence != 0) ListFenced(h1);
   }
   if (timing_counter_ != nullptr) MergeFreedAt(h1, h2);
 }
@@ -975,15 +977,40 @@ void Allocator::MergeFullyFreeRegions() {
   }
 }
 
-void Allocator::MergeDeferred() {
-  std::vector<ChunkHandle> ready;
-  for (const internal::Bin& bin : bins_) {
-    bin.ForEach([&](const internal::Bin::Entry& e)
-                    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
-                      const uint64_t f = chunks_[e.handle].fence;
-                      if (f != 0 && FenceComplete(f)) ready.push_back(e.handle);
-                    });
+void Allocator::ListFenced(ChunkHandle h) {
+  if (h >= fence_listed_.size()) {
+    fence_listed_.resize(std::max<size_t>(h + 1, 2 * fence_listed_.size()));
   }
+  if (fence_listed_[h]) return;
+  fence_listed_[h] = true;
+  fenced_chunks_.push_back(h);
+}
+
+void Allocator::MergeDeferred() {
+  // The binned chunks whose fences are known complete, from the list of
+  // fenced chunks (a scan of every bin cost O(free chunks) on each cross-
+  // stream miss). An entry whose chunk was merged away, handed out or
+  // cleaned since is dropped; one still pending, or out of its bin for now
+  // (a dedicated region's), stays.
+  std::vector<ChunkHandle> ready;
+  size_t kept = 0;
+  for (size_t i = 0; i < fenced_chunks_.size(); ++i) {
+    const ChunkHandle h = fenced_chunks_[i];
+    const Chunk& c = chunks_[h];
+    if (c.ptr == nullptr || c.in_use() || c.fence == 0 ||
+        region_manager_.get_handle(c.ptr) != h) {
+      fence_listed_[h] = false;
+      continue;
+    }
+    if (FenceComplete(c.fence) &&
+        bins_[BinNumForSize(c.size)].Contains(c.size, c.ptr)) {
+      fence_listed_[h] = false;
+      ready.push_back(h);
+      continue;
+    }
+    fenced_chunks_[kept++] = h;
+  }
+  fenced_chunks_.resize(kept);
   for (ChunkHandle h : ready) {
     // An earlier merge in this loop may have taken it in, or joined a
     // pending fence into it: look again.
@@ -1799,6 +1826,7 @@ ABSL_ATTRIBUTE_NOINLINE void Allocator::FreeChunkSlow(ChunkHandle h,
                                                       StreamSlot stream) {
   if (multi_stream_) {
     chunks_[h].fence = StampFree(h, stream);  // an in-use chunk has none
+    ListFenced(h);
   }
   if (num_dedicated_regions_ > 0) {
     const internal::AllocationRegion* r =

@@ -181,6 +181,7 @@ absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
       bin.ForEach([&](const internal::Bin::Entry& e)
                       ABSL_NO_THREAD_SAFETY_ANALYSIS {    // under mutex_
                         chunks_[e.handle].fence = point;  // slot 0
+                        ListFenced(e.handle);
                       });
     }
   }
@@ -567,6 +568,10 @@ absl::Status Allocator::ValidateStreamsLocked() const {
       if (c.in_use()) {
         return fail("in-use chunk ", h, " keeps a fence");
       }
+      // MergeDeferred finds fenced chunks only through the list.
+      if (h >= fence_listed_.size() || !fence_listed_[h]) {
+        return fail("fenced chunk ", h, " is not on the fenced-chunk list");
+      }
       if (c.fence & kMultiFenceBit) {
         const uint64_t index = c.fence & ~kMultiFenceBit;
         if (index >= multi_fences_.size() || multi_fences_[index].refs == 0) {
@@ -581,6 +586,17 @@ absl::Status Allocator::ValidateStreamsLocked() const {
                       ") never stamped");
         }
       }
+    }
+  }
+  size_t listed = 0;
+  for (size_t h = 0; h < fence_listed_.size(); ++h) listed += fence_listed_[h];
+  if (listed != fenced_chunks_.size()) {
+    return fail("the fenced-chunk list holds ", fenced_chunks_.size(),
+                " entries but ", listed, " chunks are marked listed");
+  }
+  for (const ChunkHandle h : fenced_chunks_) {
+    if (!chunks_.InRange(h) || h >= fence_listed_.size() || !fence_listed_[h]) {
+      return fail("fenced-chunk list entry ", h, " is not marked listed");
     }
   }
   for (size_t i = 0; i < multi_fences_.size(); ++i) {
