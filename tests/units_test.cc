@@ -55,6 +55,23 @@ TEST(ParseByteSizeTest, FractionsAreExactAndRoundDown) {
   EXPECT_EQ(Parsed("2.75"), 2u);
 }
 
+TEST(ParseByteSizeTest, LongFractionsStayExact) {
+  // Leading zeros after the point are unlimited. A divisor of 10^k wraps in
+  // 128 bits from k = 39 and is 0 from k = 128: the fuzzer's "." and 128
+  // zeros divided by zero, and 62 zeros before a 24-digit number gave 45
+  // bytes instead of 0.
+  EXPECT_EQ(Parsed("." + std::string(128, '0')), 0u);
+  EXPECT_EQ(Parsed("0." + std::string(4096, '0') + "1PiB"), 0u);
+  EXPECT_EQ(Parsed("0." + std::string(62, '0') + "340282366920938463463374PB"),
+            0u);
+  // 39-40 fraction digits and still bytes left: 1.2345...e29 x 2^50 / 10^40
+  // (worked out by hand in arbitrary precision).
+  EXPECT_EQ(
+      Parsed("0." + std::string(10, '0') + "123456789012345678901234567890PiB"),
+      13899u);
+  EXPECT_EQ(Parsed("1." + std::string(200, '0') + "KiB"), 1024u);
+}
+
 TEST(ParseByteSizeTest, DefaultUnitCountsBareNumbers) {
   // PyTorch's *_mb settings: a bare number is MiB, an explicit unit wins.
   EXPECT_EQ(Parsed("512", kMiB), uint64_t{512} << 20);

@@ -1,6 +1,6 @@
 // File: src/core/units.cc
 // The byte-size grammar of bfc/units.h. Exact: the number is read as an
-// integer mantissa and a count of fraction digits, scaled in 128-bit
+// integer mantissa and a count of fraction digits, scaled in integer
 // arithmetic, so "0.1GB" is 100000000 and 2^64 - 1 is still accepted.
 #include "bfc/units.h"
 
@@ -49,35 +49,44 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text,
                                        uint64_t default_unit) {
   const absl::string_view s = absl::StripAsciiWhitespace(text);
   if (s.empty()) return Bad(text, "empty");
-  // Mantissa digits and fraction digits; at most 38 significant digits fit
-  // in 128 bits, far more than any byte count needs.
-  u128 mantissa = 0;
-  int fraction_digits = 0;
-  int digits = 0;
-  bool seen_point = false;
+  // The number: digits with at most one point. Zeros that end a fraction
+  // change nothing and are not read ("1.000...0KiB" is 1024 however many).
   size_t i = 0;
+  size_t point = absl::string_view::npos;
   for (; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c == '.' && !seen_point) {
-      seen_point = true;
-      continue;
+    if (s[i] == '.' && point == absl::string_view::npos) {
+      point = i;
+    } else if (!absl::ascii_isdigit(static_cast<unsigned char>(s[i]))) {
+      break;
     }
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) break;
+  }
+  if (i == 0 || (point == 0 && i == 1)) {
+    return Bad(text, s[0] == '-' || s[0] == '+' ? "a sign is not allowed"
+                                                : "no number");
+  }
+  size_t end = i;
+  if (point != absl::string_view::npos) {
+    while (end > point + 1 && s[end - 1] == '0') --end;
+  }
+  // An integer mantissa and a count of fraction digits. At most 30
+  // significant digits (< 2^100): far more than any byte count needs.
+  u128 mantissa = 0;
+  size_t fraction_digits = 0;
+  int digits = 0;
+  for (size_t k = 0; k < end; ++k) {
+    if (k == point) continue;
+    const char c = s[k];
     if (mantissa == 0 && c == '0') {
       // Leading zeros add nothing.
     } else if (++digits > 30) {
       return Bad(text, "too many digits");
     }
     mantissa = mantissa * 10 + static_cast<unsigned>(c - '0');
-    if (seen_point) ++fraction_digits;
-  }
-  if (i == 0 || (seen_point && i == 1)) {
-    return Bad(text, s[0] == '-' || s[0] == '+' ? "a sign is not allowed"
-                                                : "no number");
+    if (point != absl::string_view::npos && k > point) ++fraction_digits;
   }
   const absl::string_view unit_text = absl::StripAsciiWhitespace(s.substr(i));
   const std::string unit = absl::AsciiStrToLower(unit_text);
-  u128 scale = default_unit == 0 ? 1 : default_unit;
+  uint64_t scale = default_unit == 0 ? 1 : default_unit;
   if (!unit.empty()) {
     scale = 0;
     for (const Unit& u : kUnits) {
@@ -95,17 +104,34 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text,
       return Bad(text, absl::StrCat("unknown unit \"", unit_text, "\""));
     }
   }
-  u128 divisor = 1;
-  for (int f = 0; f < fraction_digits; ++f) divisor *= 10;
-  // mantissa < 10^30 < 2^100 and scale <= 2^50 would overflow 128 bits;
-  // check before multiplying.
-  const u128 max = ~uint64_t{0};
-  if (mantissa != 0 && scale > (~u128{0}) / mantissa) {
-    return Bad(text, "larger than 2^64 - 1 bytes");
+  // bytes = floor(mantissa * scale / 10^fraction_digits), exactly. The
+  // product (< 2^164) is kept in three 64-bit limbs and divided by ten once
+  // per fraction digit (a floor of floors is the floor). A divisor built as
+  // 10^k would not fit 128 bits from k = 39 on, and would wrap to 0 at
+  // k = 128: leading zeros after the point are not limited.
+  uint64_t limbs[3];
+  {
+    const u128 lo = static_cast<u128>(static_cast<uint64_t>(mantissa)) * scale;
+    const u128 hi = static_cast<u128>(static_cast<uint64_t>(mantissa >> 64)) *
+                    scale;  // < 2^36 * 2^64
+    const u128 mid = (lo >> 64) + static_cast<uint64_t>(hi);
+    limbs[0] = static_cast<uint64_t>(lo);
+    limbs[1] = static_cast<uint64_t>(mid);
+    limbs[2] =
+        static_cast<uint64_t>(hi >> 64) + static_cast<uint64_t>(mid >> 64);
   }
-  const u128 bytes = mantissa * scale / divisor;
-  if (bytes > max) return Bad(text, "larger than 2^64 - 1 bytes");
-  return static_cast<uint64_t>(bytes);
+  for (size_t f = 0; f < fraction_digits; ++f) {
+    if ((limbs[0] | limbs[1] | limbs[2]) == 0) break;
+    u128 rem = 0;
+    for (int l = 2; l >= 0; --l) {
+      const u128 cur = rem << 64 | limbs[l];
+      limbs[l] = static_cast<uint64_t>(cur / 10);
+      rem = cur % 10;
+    }
+  }
+  if ((limbs[1] | limbs[2]) != 0)
+    return Bad(text, "larger than 2^64 - 1 bytes");
+  return limbs[0];
 }
 
 std::string HumanReadableBytes(uint64_t bytes) {
