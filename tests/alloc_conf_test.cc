@@ -237,6 +237,26 @@ TEST(AllocConfTest, UnknownKeysAreIgnoredWithTheNearestKey) {
   EXPECT_THAT(conf.status().message(), HasSubstr("given more than once"));
 }
 
+TEST(AllocConfTest, ManyEntriesCostLinearTime) {
+  // A fuzzer's string of n distinct unknown keys took O(n^2) (each key
+  // compared with every earlier one) and ~600 bytes of message per key.
+  std::string text;
+  constexpr int kKeys = 50000;
+  for (int i = 0; i < kKeys; ++i) absl::StrAppend(&text, "k", i, ":1,");
+  absl::StatusOr<AllocConf> conf = ParseAllocConf(text);
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  ASSERT_EQ(conf->ignored.size(), size_t{kKeys});
+  size_t message_bytes = 0;
+  for (const std::string& m : conf->ignored) message_bytes += m.size();
+  EXPECT_LT(message_bytes, 64u * kKeys);
+  EXPECT_THAT(conf->ignored.front(), HasSubstr("(accepted keys: backend, "));
+  EXPECT_THAT(conf->ignored.back(), HasSubstr("unknown key \"k49999\""));
+  // A repeat far from its first is still found.
+  absl::StrAppend(&text, "k0:2");
+  EXPECT_THAT(ParseAllocConf(text).status().message(),
+              HasSubstr("key k0 is given more than once"));
+}
+
 // bfc/c_api.h is where a framework user reads the grammar: it lists every
 // key the parser accepts (record_allocation_sites was missing once).
 // A preset sets its bundle first, wherever it stands; keys given beside it

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -166,9 +167,17 @@ std::string AllocConfKeys() {
   return keys;
 }
 
+// How many unknown-key messages list the accepted keys.
+constexpr int kUnknownKeysListingAll = 8;
+
 absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
   AllocConf conf;
-  std::vector<std::string> seen;
+  // Keys given so far: a set, so that a string of n entries costs O(n).
+  absl::flat_hash_set<std::string> seen;
+  // Unknown keys so far: the first few messages list every accepted key, the
+  // rest only name theirs (thousands of unknown keys would otherwise make a
+  // message list ~600 times the text's size).
+  int unknown_keys = 0;
   // expandable_segments' value, when given: it must agree with `backend`.
   std::optional<bool> expandable;
   // A preset is a bundle of option keys: applied first, wherever it stands,
@@ -206,20 +215,18 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
     const std::string key(absl::StripAsciiWhitespace(entry.substr(0, colon)));
     const absl::string_view value =
         absl::StripAsciiWhitespace(entry.substr(colon + 1));
-    for (const std::string& s : seen) {
-      if (s == key) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: key %s is given more than once", kAllocConfEnvVar, key));
-      }
-      // PyTorch's spelling and bfc's set the same option.
-      if (const PyTorchAlias* a = FindPyTorchAlias(key);
-          a != nullptr && (s == a->key || s == a->option)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: %s and %s set the same option (give one of them)",
-            kAllocConfEnvVar, a->key, a->option));
-      }
+    if (seen.contains(key)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: key %s is given more than once", kAllocConfEnvVar, key));
     }
-    seen.push_back(key);
+    // PyTorch's spelling and bfc's set the same option.
+    if (const PyTorchAlias* a = FindPyTorchAlias(key);
+        a != nullptr && (seen.contains(a->key) || seen.contains(a->option))) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %s and %s set the same option (give one of them)",
+          kAllocConfEnvVar, a->key, a->option));
+    }
+    seen.insert(key);
     if (key != "preset") conf.keys.push_back(key);
 
     if (key == "preset") {
@@ -264,8 +271,7 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       } else {
         return BadValue(key, value, "True or False (PyTorch's spelling)");
       }
-      const bool backend_given =
-          std::find(seen.begin(), seen.end(), "backend") != seen.end();
+      const bool backend_given = seen.contains("backend");
       if (backend_given && *expandable != (conf.backend == Backend::kVmm)) {
         return ExpandableConflict(BackendName(conf.backend), *expandable);
       }
@@ -317,7 +323,9 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       if (absl::string_view near = NearestKey(key); !near.empty()) {
         absl::StrAppend(&message, " (did you mean ", near, "?)");
       }
-      absl::StrAppend(&message, " (accepted keys: ", AllocConfKeys(), ")");
+      if (++unknown_keys <= kUnknownKeysListingAll) {
+        absl::StrAppend(&message, " (accepted keys: ", AllocConfKeys(), ")");
+      }
       conf.ignored.push_back(std::move(message));
     }
   }
