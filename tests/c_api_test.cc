@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -617,6 +618,26 @@ TEST_F(CApiTest, HistoryAndSnapshotFromC) {
                         std::istreambuf_iterator<char>()),
             bytes);
   EXPECT_EQ(lib_.record_memory_history(-1, 10), -1);
+
+  // What is not a plain file is never replaced (this test may run as root):
+  // a FIFO is written to in place, and fails at once without a reader; a
+  // symlink is written through, its target replaced, the link kept.
+  const std::string fifo = dir + "/c_api_snapshot.fifo";
+  (void)unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(lib_.dump_snapshot(0, fifo.c_str()), -1);
+  EXPECT_THAT(LastError(), HasSubstr("cannot open for writing"));
+  struct stat st;
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  const std::string link = dir + "/c_api_snapshot.link";
+  (void)unlink(link.c_str());
+  ASSERT_EQ(symlink(path.c_str(), link.c_str()), 0);
+  ASSERT_EQ(lib_.dump_snapshot(0, link.c_str()), 0) << LastError();
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the symlink was replaced";
+  (void)unlink(fifo.c_str());
+  (void)unlink(link.c_str());
   lib_.free(a, 0, 0, kNoStream);
 }
 

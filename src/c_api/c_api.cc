@@ -12,6 +12,7 @@
 // into the function's failure value and a bfc_last_error() message.
 #include "bfc/c_api.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -214,8 +215,52 @@ void SetError(std::string message) { t_last_error = std::move(message); }
 // inside another program's process must not take over its signal handlers,
 // so this one only cleans up on the errors it sees. Mode 0644 (reading the
 // umask is not thread-safe).
-absl::Status WriteFileAtomically(const std::string& path,
+absl::Status WriteAllTo(int fd, std::string_view data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::InternalError(std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& named_path,
                                  std::string_view data) {
+  // A symlink is written through, not replaced by a file of its own.
+  std::string path = named_path;
+  struct stat st;
+  if (lstat(named_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    char* resolved = realpath(named_path.c_str(), nullptr);
+    if (resolved == nullptr) {
+      return absl::InternalError(absl::StrCat(
+          named_path,
+          ": a symlink that leads nowhere: ", std::strerror(errno)));
+    }
+    path = resolved;
+    std::free(resolved);
+  }
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::InternalError(absl::StrCat(named_path, ": is a directory"));
+    }
+    // A device or a pipe (/dev/null, a FIFO) is written to, never replaced:
+    // renaming over it would put a regular file in its place (as root, over
+    // /dev/null for everyone). Never waits for a FIFO's reader.
+    const int fd = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+      return absl::InternalError(absl::StrCat(
+          named_path, ": cannot open for writing: ", std::strerror(errno)));
+    }
+    absl::Status s = WriteAllTo(fd, data);
+    if (close(fd) != 0 && s.ok()) s = absl::InternalError(std::strerror(errno));
+    if (!s.ok()) {
+      return absl::InternalError(
+          absl::StrCat(named_path, ": cannot write: ", s.message()));
+    }
+    return absl::OkStatus();
+  }
   const size_t slash = path.rfind('/');
   const std::string dir =
       slash == std::string::npos ? "." : path.substr(0, slash + 1);
@@ -236,13 +281,7 @@ absl::Status WriteFileAtomically(const std::string& path,
     return absl::InternalError(
         absl::StrCat(path, ": ", what, ": ", std::strerror(e)));
   };
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("cannot write");
-    done += static_cast<size_t>(n);
-  }
+  if (!WriteAllTo(fd, data).ok()) return fail("cannot write");
   if (fchmod(fd, 0644) != 0) return fail("cannot set permissions");
   if (fsync(fd) != 0) return fail("cannot flush to disk");
   if (close(fd) != 0) {
