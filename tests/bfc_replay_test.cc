@@ -391,6 +391,55 @@ TEST_F(BfcReplayTest, TwoOutputsNamingOneFileAreRefused) {
   EXPECT_THAT(DirEntries(), ElementsAre("small.csv"));
 }
 
+// Standard input is a file too when the shell opened it on one: an output
+// naming that file is refused, even for a file that does not look like a
+// trace (no header, no .csv).
+TEST_F(BfcReplayTest, AnOutputNamingTheFileOnStandardInputIsRefused) {
+  const std::string rows = "1,0.1,allocate,0x10,256,0\n1,0.2,free,0x10,256,0\n";
+  const std::string x = Write("x.txt", rows);
+  Result r = Run("- --json '" + x + "' <'" + x + "'");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("names the input TRACE '-'"));
+  EXPECT_EQ(Slurp(x), rows);
+}
+
+// /dev/stdout is the descriptor the shell set up: written through it, so
+// `>>` appends; resolved and renamed over, it replaced the file.
+TEST_F(BfcReplayTest, DevStdoutIsWrittenThroughItsDescriptor) {
+  const std::string trace = Write("small.csv", kSmallTrace);
+  const std::string log = Write("log.txt", "precious\n");
+  const std::string cmd = "'" + binary_ + "' '" + trace +
+                          "' --summary-json /dev/stdout >>'" + log +
+                          "' 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string got = Slurp(log);
+  EXPECT_EQ(got.rfind("precious\n", 0), 0u) << got.substr(0, 200);
+  EXPECT_THAT(got, HasSubstr("\"format\": \"bfc-replay-summary\""));
+}
+
+// A symlink that leads nowhere yet names the file writing through it
+// creates: two outputs meeting there are the same file.
+TEST_F(BfcReplayTest, OutputsMeetingThroughADanglingSymlinkAreRefused) {
+  const std::string trace = Write("small.csv", kSmallTrace);
+  ASSERT_EQ(symlink("report.json", File("alias.html").c_str()), 0);
+  Result r = Run("'" + trace + "' --json '" + dir_ + "/report.json' --html '" +
+                 dir_ + "/alias.html'");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("name the same file"));
+  EXPECT_THAT(DirEntries(), ElementsAre("alias.html", "small.csv"));
+}
+
+// An empty TRACE (an unset "$TRACE") is bad input, not the bundled trace.
+TEST_F(BfcReplayTest, AnEmptyTracePathIsRefused) {
+  Result r = Run("''");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("TRACE is an empty path"));
+  EXPECT_EQ(r.out, "");
+}
+
 TEST_F(BfcReplayTest, OutputsAreReplacedWholeOrNotAtAll) {
   const std::string out = Write("report.json", "precious");
   // A run that fails (an unknown free) leaves the existing output alone.

@@ -1549,7 +1549,14 @@ int Main(int argc, char** argv) {
   }
 
   std::string path = flags.trace_paths.empty() ? "" : flags.trace_paths[0];
-  const bool bundled = path.empty();
+  const bool bundled = flags.trace_paths.empty();
+  if (!bundled && path.empty()) {
+    // An unset "$TRACE" must not silently replay the bundled trace.
+    PrintError(app,
+               "TRACE is an empty path; name a trace file, or give none "
+               "for the bundled one");
+    return kExitBadInput;
+  }
   if (bundled) {
     path = DefaultTracePath();
     if (path.empty()) {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -128,8 +130,39 @@ absl::Status WriteInPlace(const std::string& path, const std::string& target,
 
 }  // namespace
 
+// The descriptor a path names when it is one of this process's own (/dev/
+// stdout, /dev/stderr, /dev/stdin, /dev/fd/N, /proc/self/fd/N), else -1.
+// Such a path is a view of an open descriptor: resolved, it names whatever
+// the descriptor was opened on (a regular file when the shell redirected
+// it), which must be written through the descriptor -- at its offset, with
+// its O_APPEND -- not replaced.
+int OwnDescriptor(const std::string& path) {
+  if (path == "/dev/stdin") return 0;
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (absl::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    int fd = -1;
+    if (absl::StartsWith(path, prefix) &&
+        absl::SimpleAtoi(absl::string_view(path).substr(prefix.size()), &fd) &&
+        fd >= 0) {
+      return fd;
+    }
+  }
+  return -1;
+}
+
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents) {
+  if (const int fd = OwnDescriptor(path); fd >= 0) {
+    // After what the program already printed there.
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    if (absl::Status s = WriteAll(fd, contents); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+    }
+    return absl::OkStatus();
+  }
   // Write through a symlink rather than replace it.
   std::string target = path;
   struct stat st;
@@ -257,24 +290,65 @@ std::string NormalizePath(const std::string& path) {
   return "/" + absl::StrJoin(out, "/");
 }
 
-bool SameFile(const std::string& a, const std::string& b) {
+namespace {
+
+// `path` with a final symlink that leads to nothing (yet) followed to where
+// it points: writing to it creates that file. At most 40 links, as the
+// kernel allows.
+std::string FollowDanglingLinks(std::string path) {
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode) ||
+        stat(path.c_str(), &st) == 0) {
+      break;
+    }
+    char buf[PATH_MAX];
+    const ssize_t n = readlink(path.c_str(), buf, sizeof(buf) - 1);
+    if (n <= 0) break;
+    const std::string to(buf, static_cast<size_t>(n));
+    path = to[0] == '/' ? to : absl::StrCat(SplitDirBase(path).first, "/", to);
+  }
+  return path;
+}
+
+// stat() of what `path` names; "-" is standard input (`input`) or output.
+bool StatNamed(const std::string& path, bool input, struct stat* st) {
+  if (path == kStdioPath) return fstat(input ? 0 : 1, st) == 0;
+  return stat(path.c_str(), st) == 0;
+}
+
+// Whether two paths name the same file; "-" is stdin for an input, stdout
+// for an output.
+bool SameNamedFile(const std::string& a, bool a_input, const std::string& b,
+                   bool b_input) {
   struct stat sa, sb;
-  const bool a_exists = stat(a.c_str(), &sa) == 0;
-  const bool b_exists = stat(b.c_str(), &sb) == 0;
+  const bool a_exists = StatNamed(a, a_input, &sa);
+  const bool b_exists = StatNamed(b, b_input, &sb);
   if (a_exists && b_exists) {
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
   }
-  return NormalizePath(a) == NormalizePath(b);
+  if (a == kStdioPath || b == kStdioPath) return false;
+  return NormalizePath(FollowDanglingLinks(a)) ==
+         NormalizePath(FollowDanglingLinks(b));
+}
+
+}  // namespace
+
+bool SameFile(const std::string& a, const std::string& b) {
+  return SameNamedFile(a, /*a_input=*/false, b, /*b_input=*/false);
 }
 
 absl::Status CheckDistinctPaths(const std::vector<NamedPath>& inputs,
                                 const std::vector<NamedPath>& outputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     const NamedPath& out = outputs[i];
+    // Standard output goes where the shell sent it: never replaced, and
+    // written only after every input was read.
     if (out.path == kStdioPath) continue;
     for (const NamedPath& in : inputs) {
-      if (in.path == kStdioPath) continue;
-      if (SameFile(out.path, in.path)) {
+      // "-" is standard input: the file the shell opened on it, if any.
+      if (SameNamedFile(out.path, /*a_input=*/false, in.path,
+                        /*b_input=*/true)) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s '%s' names the input %s '%s'; refusing to write over an "
             "input",

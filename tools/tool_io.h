@@ -42,8 +42,11 @@ inline constexpr char kStdioPath[] = "-";
 // permission bits; a new one gets 0666 minus the umask. On any failure the
 // temporary file is removed and `path` is untouched; SIGINT, SIGTERM and
 // SIGHUP during the write remove the temporary file too. An existing file that
-// is not a regular file (/dev/null, /dev/stdout, a FIFO) is written to in
-// place, never replaced. Errors name the path and the system's reason.
+// is not a regular file (/dev/null, a FIFO) is written to in place, never
+// replaced; a path naming one of this process's descriptors (/dev/stdout,
+// /dev/stderr, /dev/fd/N, /proc/self/fd/N) is written through that
+// descriptor, at its offset, even when the shell opened it on a regular
+// file. Errors name the path and the system's reason.
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents);
 
@@ -66,7 +69,9 @@ struct NamedPath {
 };
 
 // Whether `a` and `b` name the same file: the same device and inode when both
-// exist, else the same normalized absolute path (NormalizePath).
+// exist, else the same normalized absolute path (NormalizePath) once a final
+// symlink that leads nowhere yet is followed (writing through it creates its
+// target).
 bool SameFile(const std::string& a, const std::string& b);
 
 // An absolute path with ".", ".." and repeated slashes removed, and the
@@ -74,7 +79,9 @@ bool SameFile(const std::string& a, const std::string& b);
 std::string NormalizePath(const std::string& path);
 
 // InvalidArgument naming both flags and the path when an output names the
-// same file as an input or as another output. "-" (stdio) is never a file.
+// same file as an input or as another output. An input "-" is whatever
+// standard input was opened on (`tool - --json x < x` is refused); an output
+// "-" goes where the shell sent standard output and is never checked.
 absl::Status CheckDistinctPaths(const std::vector<NamedPath>& inputs,
                                 const std::vector<NamedPath>& outputs);
 
