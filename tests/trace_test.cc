@@ -24,6 +24,7 @@ namespace bfc {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kHeader = "Thread,Time,Action,Pointer,Size,Stream\n";
 
@@ -179,6 +180,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad:2:", "bad Pointer"},
         BadCase{"BadTime", kHeader + kOk + "1,soon,free,0x100,256,0\n",
                 "bad:3:", "bad Time"},
+        BadCase{"NanTime", kHeader + kOk + "1,nan,free,0x100,256,0\n",
+                "bad:3:", "bad Time"},
+        BadCase{"InfiniteTime", kHeader + "1,-inf,allocate,0x100,256,0\n",
+                "bad:2:", "bad Time"},
         BadCase{"BadThread", kHeader + "t1,0,allocate,0x100,256,0\n",
                 "bad:2:", "bad Thread"},
         BadCase{"BadStream", kHeader + "1,0,allocate,0x100,256,s\n",
@@ -276,6 +281,29 @@ TEST(ReadTraceTest, PlainFileNameAndErrorsNameThePath) {
   t = ReadTrace(bad);
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr(bad + ":3:"));
+}
+
+// A line of a mebibyte is no trace; /dev/zero (no newline at all) used to
+// be read until memory ran out before the parser saw its first line.
+TEST(ReadTraceTest, AnEndlessLineIsRefusedWhileReading) {
+  absl::StatusOr<Trace> t = ReadTrace("/dev/zero");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("/dev/zero:1: a line longer than 1048576 bytes"));
+  TempDir dir;
+  const std::string rows = std::string(kHeader) + kOk;
+  const std::string path = dir.Write(
+      "long.csv", rows + std::string(size_t{1} << 20, 'x') + "y\n" + kOk);
+  t = ReadTrace(path);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr(path + ":3: a line longer"));
+  // A line of exactly the limit is read (and then refused by the parser).
+  const std::string at_limit = dir.Write(
+      "at_limit.csv", rows + std::string(size_t{1} << 20, 'x') + "\n");
+  t = ReadTrace(at_limit);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), Not(HasSubstr("a line longer")));
 }
 
 #if defined(BFC_HAVE_ZLIB)

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -130,7 +131,9 @@ bool ParseTime(std::string_view s, double* out) {
   if (s.empty()) return false;
   if (s.find(':') == std::string_view::npos) {
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-    return ec == std::errc() && end == s.data() + s.size();
+    // nan and inf parse, but order nothing.
+    return ec == std::errc() && end == s.data() + s.size() &&
+           std::isfinite(*out);
   }
   double total = 0;
   while (true) {
@@ -337,6 +340,54 @@ bool IsGzipMagic(const char* p) {
          static_cast<unsigned char>(p[1]) == kGzipMagic[1];
 }
 
+// Bytes a trace line may hold. An RMM log line is under 200 bytes; a stream
+// with no newline in a mebibyte (/dev/zero, a binary file) is no trace, and
+// reading it whole first would take memory without bound.
+constexpr size_t kMaxLineBytes = size_t{1} << 20;
+
+// Appends what was read to the text, refusing a line longer than
+// kMaxLineBytes as soon as it is seen.
+class TextSink {
+ public:
+  TextSink(std::string_view label, std::string* out)
+      : label_(label), out_(out) {}
+
+  absl::Status Append(const char* p, size_t n) {
+    const char* end = p + n;
+    const char* first = static_cast<const char*>(std::memchr(p, '\n', n));
+    // The line that was running ends at `first`, or runs on; the lines
+    // after `first` are within this piece (under kMaxLineBytes: pieces are
+    // smaller).
+    const size_t running =
+        run_ + static_cast<size_t>((first != nullptr ? first : end) - p);
+    if (running > kMaxLineBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Av(label_), ":", lines_ + 1, ": a line longer than ", kMaxLineBytes,
+          " bytes: not an allocation trace (RMM CSV)"));
+    }
+    if (first == nullptr) {
+      run_ = running;
+    } else {
+      const char* last = first;
+      for (const char* q = first; q != nullptr;
+           q = static_cast<const char*>(
+               std::memchr(q + 1, '\n', static_cast<size_t>(end - q - 1)))) {
+        ++lines_;
+        last = q;
+      }
+      run_ = static_cast<size_t>(end - last - 1);
+    }
+    out_->append(p, n);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string_view label_;
+  std::string* out_;
+  size_t lines_ = 0;  // complete lines so far
+  size_t run_ = 0;    // bytes of the line not yet ended
+};
+
 #if defined(BFC_HAVE_ZLIB)
 // Inflates gzip data arriving on `fd`, of which the first `have` bytes are
 // already in `in` (so nothing is ever rewound: pipes work). Like gzip -d:
@@ -357,6 +408,7 @@ absl::Status InflateFd(int fd, std::string_view label, std::vector<char>& in,
     ~Cleanup() { inflateEnd(z); }
   } cleanup{&z};
   std::vector<char> buf(4 * kChunk);
+  TextSink text(label, out);
   bool in_member = true;  // inside a gzip member (not between two)
   bool at_eof = false;
   z.next_in = reinterpret_cast<Bytef*>(in.data());
@@ -396,7 +448,10 @@ absl::Status InflateFd(int fd, std::string_view label, std::vector<char>& in,
     z.next_out = reinterpret_cast<Bytef*>(buf.data());
     z.avail_out = static_cast<uInt>(buf.size());
     const int ret = inflate(&z, Z_NO_FLUSH);
-    out->append(buf.data(), buf.size() - z.avail_out);
+    if (absl::Status s = text.Append(buf.data(), buf.size() - z.avail_out);
+        !s.ok()) {
+      return s;
+    }
     if (ret == Z_STREAM_END) {
       in_member = false;
     } else if (ret == Z_MEM_ERROR) {
@@ -443,12 +498,16 @@ absl::Status ReadAll(int fd, std::string_view label, size_t size_hint,
 #endif
   }
   if (size_hint > 0) out->reserve(size_hint);
-  out->append(in.data(), have);
+  TextSink text(label, out);
+  if (absl::Status s = text.Append(in.data(), have); !s.ok()) return s;
   while (true) {
     const ssize_t n = ReadSome(fd, in.data(), in.size());
     if (n < 0) return ReadError(label, errno);
     if (n == 0) return absl::OkStatus();
-    out->append(in.data(), static_cast<size_t>(n));
+    if (absl::Status s = text.Append(in.data(), static_cast<size_t>(n));
+        !s.ok()) {
+      return s;
+    }
   }
 }
 
