@@ -102,6 +102,7 @@ struct Lib {
   VoidFn reset_for_testing = nullptr;
   int (*record_memory_history)(int, size_t) = nullptr;
   int (*dump_snapshot)(int, const char*) = nullptr;
+  decltype(&bfc_record_stream) record_stream = nullptr;
   decltype(&bfc_account_create) account_create = nullptr;
   decltype(&bfc_account_set_current) account_set_current = nullptr;
   decltype(&bfc_account_get_stats) account_get_stats = nullptr;
@@ -126,6 +127,7 @@ class CApiTest : public ::testing::Test {
     Resolve(lib_.handle, "bfc_record_memory_history",
             &lib_.record_memory_history);
     Resolve(lib_.handle, "bfc_dump_snapshot", &lib_.dump_snapshot);
+    Resolve(lib_.handle, "bfc_record_stream", &lib_.record_stream);
     Resolve(lib_.handle, "bfc_empty_cache_all", &lib_.empty_cache_all);
     Resolve(lib_.handle, "bfc_cupy_malloc", &lib_.cupy_malloc);
     Resolve(lib_.handle, "bfc_cupy_free", &lib_.cupy_free);
@@ -1154,6 +1156,8 @@ TEST_F(CApiTest, AbortOnInvalidInputAbortsOnEveryInvalidFreeAndRequest) {
               lib_.malloc(0, 0, kNoStream);
               lib_.free(nullptr, 0, 0, kNoStream);
               lib_.malloc(2 << 20, 0, kNoStream);  // out of memory
+              // NULL is never invalid input (record_stream aborted on it).
+              lib_.record_stream(nullptr, 0, kNoStream);
             }),
             "returned");
 }

@@ -195,8 +195,8 @@ BFC_C_API void bfc_free(void* ptr, size_t size, int device,
                         bfc_stream_t stream);
 /* PyTorch's Tensor.record_stream for memory from bfc_malloc: `stream` also
  * uses `ptr`, so once freed it is not handed to another stream before that
- * use is done. Returns 0, or -1 for a pointer the device's allocator did not
- * hand out, or a device never used (see bfc_last_error()). A no-op on
+ * use is done. Returns 0, or -1 for NULL, a pointer the device's allocator
+ * did not hand out, or a device never used (see bfc_last_error()). A no-op on
  * backends that are not stream-ordered. */
 BFC_C_API int bfc_record_stream(void* ptr, int device, bfc_stream_t stream);
 /* Releases the free regions of every device created so far (and, with

@@ -548,6 +548,11 @@ void Free(const char* function, void* ptr, int device, bfc_stream_t stream) {
 int RecordStream(void* ptr, int device, bfc_stream_t stream) {
   const std::string call =
       absl::StrFormat("bfc_record_stream(%p, device %d)", ptr, device);
+  if (ptr == nullptr) {
+    // NULL is never invalid input (no abort): a failure, as for the others.
+    SetError(absl::StrCat(call, ": NULL pointer"));
+    return -1;
+  }
   absl::Status error;
   Allocator* a = Registry::Get().Find(device, /*create=*/false, &error);
   if (a == nullptr) {
