@@ -244,6 +244,11 @@ TEST_P(BadInputTest, OverTheLimit) {
                    /*oom=*/true);
   // Fits, but not once padded for its alignment.
   ExpectBadRequest(kMiB, kLimit, "ran out of memory", /*oom=*/true);
+  // The message's human-readable size is the request's, however large (at
+  // 2^63 and above it read "0B").
+  ExpectBadRequest(256, size_t{1} << 63,
+                   "trying to allocate 8.00EiB (9223372036854775808 bytes",
+                   /*oom=*/true);
 }
 
 TEST_P(BadInputTest, OverTheLimitDoesNotWaitForARetry) {

@@ -55,10 +55,12 @@ constexpr float kBackpedalFactor = 0.9f;
 
 // "1.50GiB", "256B": TF's HumanReadableNumBytes style (no space), which log
 // scrapers of TF's OOM messages expect.
+std::string HumanBytes(uint64_t num_bytes) {
+  return absl::StrReplaceAll(HumanReadableBytes(num_bytes), {{" ", ""}});
+}
+// A counter: never negative (a negative one would be a bug, shown as 0).
 std::string HumanBytes(int64_t num_bytes) {
-  return absl::StrReplaceAll(HumanReadableBytes(static_cast<uint64_t>(
-                                 std::max<int64_t>(num_bytes, 0))),
-                             {{" ", ""}});
+  return HumanBytes(static_cast<uint64_t>(std::max<int64_t>(num_bytes, 0)));
 }
 
 int64_t MaxInternalFragmentation(double fraction, size_t total_memory) {
@@ -1746,13 +1748,10 @@ std::string Allocator::OomMessage(size_t num_bytes, size_t rounded,
       "alignment %d). In use: %s in %d allocation(s) since the last "
       "ClearStats; pool: %s of a "
       "%s limit; largest free chunk: %s.",
-      name_, HumanBytes(static_cast<int64_t>(num_bytes)), num_bytes, rounded,
-      alignment, HumanBytes(stats_.bytes_in_use), stats_.num_allocs,
-      HumanBytes(*stats_.pool_bytes),
-      HumanBytes(static_cast<int64_t>(std::min<size_t>(
-          memory_limit_,
-          static_cast<size_t>(std::numeric_limits<int64_t>::max())))),
-      HumanBytes(static_cast<int64_t>(LargestFreeChunkLocked())));
+      name_, HumanBytes(uint64_t{num_bytes}), num_bytes, rounded, alignment,
+      HumanBytes(stats_.bytes_in_use), stats_.num_allocs,
+      HumanBytes(*stats_.pool_bytes), HumanBytes(uint64_t{memory_limit_}),
+      HumanBytes(uint64_t{LargestFreeChunkLocked()}));
 }
 
 void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment,
