@@ -24,6 +24,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bfc/planner/memory_management.h"
 #include "bfc/planner/plan_report.h"
@@ -125,6 +126,16 @@ void DeclareFlags(CLI::App& app, Flags* f) {
          "skip)")
       ->type_name("COUNT")
       ->capture_default_str()
+      // CLI11 reads "-1" into a size_t as 2^64 - 1, and "" as 0.
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            size_t n;
+            return absl::SimpleAtoi(v, &n) && !v.empty() && v[0] != '-' &&
+                           v[0] != '+'
+                       ? std::string()
+                       : std::string("a whole number of tensors, 0 or more");
+          },
+          ""))
       ->group(kGroupPlanner);
 
   AddSummaryJsonFlag(app, &f->summary_json_path, kSummaryKeys);

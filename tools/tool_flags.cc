@@ -110,8 +110,9 @@ void ConfigureApp(CLI::App& app, const std::string& footer) {
 }
 
 void PrintError(const CLI::App& app, absl::string_view message) {
-  std::fprintf(stderr, "%s: %.*s\n", app.get_name().c_str(),
-               static_cast<int>(message.size()), message.data());
+  // Whole, even past a NUL byte from a binary input ("%.*s" stops there).
+  std::string line = absl::StrCat(app.get_name(), ": ", message, "\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {

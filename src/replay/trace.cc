@@ -24,6 +24,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bfc/internal/constants.h"
@@ -50,12 +51,14 @@ std::string_view StripCr(std::string_view line) {
   return line;
 }
 
-// Shortens a field for an error message, so a binary file does not flood the
-// terminal.
+// Shortens a field for an error message and escapes what is not printable
+// (\x1b, NUL: a binary file must neither flood nor drive the terminal).
 std::string Quote(std::string_view s) {
   constexpr size_t kMax = 40;
-  if (s.size() > kMax) return absl::StrCat("'", Av(s.substr(0, kMax)), "...'");
-  return absl::StrCat("'", Av(s), "'");
+  if (s.size() > kMax) {
+    return absl::StrCat("'", absl::CHexEscape(Av(s.substr(0, kMax))), "...'");
+  }
+  return absl::StrCat("'", absl::CHexEscape(Av(s)), "'");
 }
 
 bool ParseDecimal(std::string_view s, uint64_t* out) {
