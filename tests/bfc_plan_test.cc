@@ -62,7 +62,10 @@ TEST_F(BfcPlanTest, Help) {
 TEST_F(BfcPlanTest, UsageErrorsExitWith2) {
   for (const char* args :
        {"", "--frobnicate x.csv", "--round=0 x.csv", "--round=1G x.csv",
-        "--align=lots x.csv", "--summary-json", "- -"}) {
+        "--align=lots x.csv", "--summary-json", "- -",
+        // A count: not read as 2^64 - 1 or 0.
+        "--max-quadratic-tensors=-1 x.csv", "--max-quadratic-tensors= x.csv",
+        "--max-quadratic-tensors=+3 x.csv"}) {
     SCOPED_TRACE(args);
     Result r = Run(args);
     ASSERT_TRUE(r.exited);

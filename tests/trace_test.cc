@@ -180,6 +180,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad:2:", "bad Pointer"},
         BadCase{"BadTime", kHeader + kOk + "1,soon,free,0x100,256,0\n",
                 "bad:3:", "bad Time"},
+        // Echoed escaped: a binary file must not drive the terminal.
+        BadCase{"ControlBytes", std::string("\x1b[31mred\0z\n", 10),
+                "bad:1:", "got '\\x1b[31mred\\x00z'"},
         BadCase{"NanTime", kHeader + kOk + "1,nan,free,0x100,256,0\n",
                 "bad:3:", "bad Time"},
         BadCase{"InfiniteTime", kHeader + "1,-inf,allocate,0x100,256,0\n",
