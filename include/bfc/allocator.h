@@ -573,8 +573,19 @@ class Allocator {
   // call) plus the merges.
   void MergeDeferred() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Puts h on fenced_chunks_ unless it is there: its fence just became
-  // non-zero.
+  // non-zero. Never throws (fence_list_lost_ instead).
   void ListFenced(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RebuildFenceListLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The chunk table's grow hook: grows the columns indexed by handle
+  // (free-region links, fence listing, account tags) to `new_handle_bound`
+  // before a block is added; false when the host has no memory for it.
+  static bool GrowColumnsHook(void* self, size_t new_handle_bound)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  bool GrowColumns(size_t new_handle_bound)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Gives the tables their room ahead again after a shortage, changing
+  // nothing else; false while the host has no memory for it.
+  bool RefillTablesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Merges free chunk h with a free next, then a free previous neighbour
   // (TF's order); returns the surviving handle, not yet binned.
   template <bool kMaySlow = true>
@@ -864,6 +875,12 @@ class Allocator {
   static constexpr uint32_t kStreamsPath = 1;
   static constexpr uint32_t kTimestampsPath = 2;
   static constexpr uint32_t kDedicatedPath = 4;  // while dedicated regions
+  // The host could not give a table room it needed (shortage.h): the next
+  // allocation grows the tables first, and fails if it cannot.
+  static constexpr uint32_t kShortPath = 8;
+  // Map entries made room for at construction: enough room past the load
+  // bound in every later table.
+  static constexpr size_t kMinHandleRoom = 32;
   uint32_t slow_paths_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<StreamState> streams_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<StreamId, StreamSlot> stream_slots_
@@ -909,6 +926,9 @@ class Allocator {
   // every free chunk. fence_listed_[h]: h is in the list (no duplicates).
   std::vector<ChunkHandle> fenced_chunks_ ABSL_GUARDED_BY(mutex_);
   std::vector<bool> fence_listed_ ABSL_GUARDED_BY(mutex_);
+  // ListFenced could not list a chunk (no host memory): MergeDeferred
+  // rebuilds the list from the bins first.
+  bool fence_list_lost_ ABSL_GUARDED_BY(mutex_) = false;
   AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
   int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;
   // Invalid frees and requests reported (ReportInvalid), logged or not.

@@ -196,6 +196,17 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
   internal::MutexLock lock(&mutex_);
   streams_.emplace_back();  // slot 0: kImplicitStream
   stream_slots_.emplace(kImplicitStream, 0);
+  // The tables report a growth the host could not serve through
+  // kShortPath (bfc/internal/shortage.h); the columns beside the chunk table
+  // grow with it, never on their own in the middle of an operation.
+  const internal::ShortageSignal shortage(&slow_paths_, kShortPath);
+  chunks_.set_shortage_signal(shortage);
+  chunks_.set_grow_hook(&Allocator::GrowColumnsHook, this);
+  region_manager_.set_shortage_signal(shortage);
+  for (internal::Bin& bin : bins_) bin.set_shortage_signal(shortage);
+  // Room ahead from the start: the map's smallest tables would have too
+  // little room past their load bound (shortage.h).
+  region_manager_.Reserve(kMinHandleRoom);
   // Without growth the first Extend takes the whole limit; nothing is taken
   // here, so constructing an allocator is free.
   const size_t capped = std::min(total_memory, internal::kMaxRoundableBytes);
@@ -403,6 +414,8 @@ ABSL_ATTRIBUTE_NOINLINE void* Allocator::AllocateFastSlow(size_t alignment,
                                                           size_t rounded,
                                                           size_t num_bytes) {
   alloc_stream_ = 0;
+  // Host memory ran short: AllocateLocked grows the tables first.
+  if (slow_paths_ & kShortPath) return nullptr;
   if (timing_counter_ != nullptr) MergeTimestampedChunks(0);
   const ChunkHandle h = FindChunk(alignment, rounded);
   if (h == kInvalidChunkHandle) return nullptr;
@@ -627,6 +640,20 @@ int64_t Allocator::num_oom_logs_suppressed() const {
 void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
                                 size_t rounded, bool dedicated) {
   extend_error_ = absl::OkStatus();
+  // The tables' room ahead (shortage.h): made here, before anything
+  // changes, when a growth failed or the chunk table has never grown.
+  if (ABSL_PREDICT_FALSE((slow_paths_ & kShortPath) ||
+                         chunks_.spare() <= internal::kSpareEntries) &&
+      !RefillTablesLocked()) {
+    // Nothing was changed: the request fails whole, as out of memory.
+    try {
+      extend_error_ = absl::ResourceExhaustedError(
+          "the host has no memory for the allocator's own tables");
+    } catch (...) {
+      extend_error_ = absl::ResourceExhaustedError("");
+    }
+    return nullptr;
+  }
   if (dedicated) {
     // Exact memory of its own, handed out whole; on failure, fully-free
     // regions are given back (with garbage_collection) and it is tried once
@@ -980,15 +1007,38 @@ void Allocator::MergeFullyFreeRegions() {
 }
 
 void Allocator::ListFenced(ChunkHandle h) {
-  if (h >= fence_listed_.size()) {
-    fence_listed_.resize(std::max<size_t>(h + 1, 2 * fence_listed_.size()));
+  if (h < fence_listed_.size() && fence_listed_[h]) return;
+  // The columns grow with the chunk table (GrowColumns), so this allocates
+  // only while they could not; it runs inside a free or a merge, which must
+  // not stop half done: on failure the list is marked incomplete, and
+  // MergeDeferred rebuilds it from the bins.
+  try {
+    if (h >= fence_listed_.size()) {
+      fence_listed_.resize(std::max<size_t>(h + 1, chunks_.handle_bound()));
+    }
+    fenced_chunks_.push_back(h);
+  } catch (...) {
+    fence_list_lost_ = true;
+    return;
   }
-  if (fence_listed_[h]) return;
   fence_listed_[h] = true;
-  fenced_chunks_.push_back(h);
+}
+
+void Allocator::RebuildFenceListLocked() {
+  fence_list_lost_ = false;
+  for (const ChunkHandle h : fenced_chunks_) fence_listed_[h] = false;
+  fenced_chunks_.clear();
+  for (const internal::Bin& bin : bins_) {
+    bin.ForEach([&](const internal::Bin::Entry& e)
+                    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+                      if (chunks_[e.handle].fence != 0) ListFenced(e.handle);
+                    });
+  }
+  for (const ChunkHandle h : pending_dedicated_) ListFenced(h);
 }
 
 void Allocator::MergeDeferred() {
+  if (ABSL_PREDICT_FALSE(fence_list_lost_)) RebuildFenceListLocked();
   // The binned chunks whose fences are known complete, from the list of
   // fenced chunks (a scan of every bin cost O(free chunks) on each cross-
   // stream miss). An entry whose chunk was merged away, handed out or
@@ -1481,6 +1531,45 @@ bool Allocator::DeallocateFreeRegions(size_t rounded_bytes) {
                    "runs near the "
                    "memory limit and pays for re-allocation."));
   ReleaseFreeRegionsLocked();
+  return true;
+}
+
+bool Allocator::GrowColumnsHook(void* self, size_t new_handle_bound) {
+  // Called by the chunk table under mutex_ (set in the constructor).
+  return static_cast<Allocator*>(self)->GrowColumns(new_handle_bound);
+}
+
+bool Allocator::GrowColumns(size_t bound) {
+  try {
+    if (stamp_free_regions_ && free_region_links_.size() < bound) {
+      free_region_links_.resize(bound);
+    }
+    if (multi_stream_ || !fence_listed_.empty()) {
+      if (fence_listed_.size() < bound) fence_listed_.resize(bound);
+      // At most one entry per handle: the list never grows past this.
+      if (fenced_chunks_.capacity() < bound) fenced_chunks_.reserve(bound);
+    }
+    if (accounts_on_ && chunk_account_.size() < bound) {
+      chunk_account_.resize(bound, 0);
+    }
+  } catch (...) {
+    return false;  // what grew stays: larger columns are harmless
+  }
+  return true;
+}
+
+bool Allocator::RefillTablesLocked() {
+  slow_paths_ |= kShortPath;  // until the room is there again
+  try {
+    chunks_.Reserve(internal::kSpareEntries);
+    region_manager_.Reserve(internal::kSpareEntries);
+    // The bins' nodes come from the heap one at a time: if a node-sized
+    // block cannot be had now, the next insert would take the arena again.
+    ::operator delete(::operator new(1024));
+  } catch (...) {
+    return false;
+  }
+  slow_paths_ &= ~kShortPath;
   return true;
 }
 

@@ -47,6 +47,12 @@ extern const char kAccountLimitPayload[];
 const char kAccountLimitPayload[] = "bfc.account_limit";
 
 void Allocator::RegisterAccountLocked(const std::shared_ptr<AccountState>& st) {
+  // Tags are kept for every handle the chunk table can hold, and grow with
+  // it (GrowColumns): tagging a chunk in the middle of an allocation never
+  // allocates. Throws std::bad_alloc here, before anything changed.
+  if (chunk_account_.size() < chunks_.handle_bound()) {
+    chunk_account_.resize(chunks_.handle_bound(), 0);
+  }
   if (accounts_.empty()) accounts_.emplace_back();  // id 0: no account
   uint32_t id;
   if (!free_account_ids_.empty()) {

@@ -176,6 +176,9 @@ absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
     // may still be in use by its work; fence it all with one point.
     multi_stream_ = true;
     slow_paths_ |= kStreamsPath;
+    // The fence columns from now on grow with the chunk table (GrowColumns);
+    // if they cannot now, ListFenced marks its list incomplete.
+    (void)GrowColumns(chunks_.handle_bound());
     const uint64_t point = ++streams_[0].seq;
     for (internal::Bin& bin : bins_) {
       bin.ForEach([&](const internal::Bin::Entry& e)
@@ -568,8 +571,10 @@ absl::Status Allocator::ValidateStreamsLocked() const {
       if (c.in_use()) {
         return fail("in-use chunk ", h, " keeps a fence");
       }
-      // MergeDeferred finds fenced chunks only through the list.
-      if (h >= fence_listed_.size() || !fence_listed_[h]) {
+      // MergeDeferred finds fenced chunks only through the list (or, once
+      // a listing failed for want of memory, rebuilds it from the bins).
+      if (!fence_list_lost_ &&
+          (h >= fence_listed_.size() || !fence_listed_[h])) {
         return fail("fenced chunk ", h, " is not on the fenced-chunk list");
       }
       if (c.fence & kMultiFenceBit) {
@@ -590,6 +595,7 @@ absl::Status Allocator::ValidateStreamsLocked() const {
   }
   size_t listed = 0;
   for (size_t h = 0; h < fence_listed_.size(); ++h) listed += fence_listed_[h];
+  // (An incomplete list still marks exactly what it holds.)
   if (listed != fenced_chunks_.size()) {
     return fail("the fenced-chunk list holds ", fenced_chunks_.size(),
                 " entries but ", listed, " chunks are marked listed");

@@ -1,6 +1,8 @@
 // File: src/core/bin.cc
 #include "bfc/internal/bin.h"
 
+#include <atomic>
+#include <new>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -135,23 +137,59 @@ bool Bin::TakeBestFitLarge(size_t min_size, Entry* out) {
   return true;
 }
 
+namespace {
+
+// Nodes for when the heap has none (shortage.h): a B-tree insert in the
+// middle of a free or an allocation must not fail. 256 KiB of zero pages
+// (bss) that cost nothing until used: over a thousand nodes, far more than
+// the operations between a failed growth and the refused allocation need.
+// Nodes taken from it are recycled by their pool and never returned.
+constexpr size_t kArenaBytes = size_t{256} << 10;
+alignas(64) char g_arena[kArenaBytes];
+std::atomic<size_t> g_arena_used{0};
+
+bool InArena(const void* p) {
+  const char* c = static_cast<const char*>(p);
+  return c >= g_arena && c < g_arena + kArenaBytes;
+}
+
+}  // namespace
+
 NodePool::~NodePool() {
   for (FreeList& l : lists_) {
     while (l.head != nullptr) {
       void* p = l.head;
       l.head = *static_cast<void**>(p);
-      ::operator delete(p);
+      if (!InArena(p)) ::operator delete(p);
     }
   }
 }
 
 void* NodePool::AllocateSlow(size_t bytes) {
-  bytes_held_ += bytes;
-  return ::operator new(bytes);
+  if (void* p = ::operator new(bytes, std::nothrow)) {
+    bytes_held_ += bytes;
+    return p;
+  }
+  shortage_.Raise();
+  const size_t rounded = (bytes + 63) & ~size_t{63};
+  const size_t at = g_arena_used.fetch_add(rounded, std::memory_order_relaxed);
+  if (at + rounded > kArenaBytes) throw std::bad_alloc();
+  return g_arena + at;
 }
 
 void NodePool::DeallocateSlow(void* p, size_t bytes) {
-  lists_.push_back(FreeList{bytes, nullptr});
+  // A node of a size not seen before: a list for it, if the heap has room
+  // for one more entry; else the node goes back to the heap (or, from the
+  // arena, is dropped).
+  try {
+    lists_.push_back(FreeList{bytes, nullptr});
+  } catch (...) {
+    if (!InArena(p)) {
+      ::operator delete(p);
+      bytes_held_ -= bytes;
+    }
+    return;
+  }
   Deallocate(p, bytes);
 }
 

@@ -1,6 +1,10 @@
 // File: src/core/chunk.cc
 #include "bfc/internal/chunk.h"
 
+#include <memory>
+#include <new>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -13,10 +17,44 @@ std::string Chunk::DebugString() const {
 }
 
 ChunkHandle ChunkTable::AllocateSlow() {
-  if (size_ == blocks_.size() * kBlockChunks) {
-    blocks_.push_back(std::make_unique<Chunk[]>(kBlockChunks));
+  // The free list is empty: the next unused slot. The next block comes while
+  // kSpareEntries slots are still left, without throwing: this runs in the
+  // middle of an allocation, which must not stop half done. If the host has
+  // no memory, the slots left serve this operation, and the shortage makes
+  // the next allocation grow the table first (shortage.h).
+  if (handle_bound() - size_ <= kSpareEntries && !TryAddBlock()) {
+    shortage_.Raise();
+    // Only when more than kSpareEntries chunks came after a failed growth,
+    // which the refused allocations prevent.
+    if (size_ == handle_bound()) throw std::bad_alloc();
   }
   return static_cast<ChunkHandle>(size_++);
+}
+
+bool ChunkTable::TryAddBlock() noexcept {
+  if (blocks_.size() == blocks_.capacity()) {
+    try {
+      blocks_.reserve(2 * blocks_.size() + 1);
+    } catch (...) {
+      return false;
+    }
+  }
+  std::unique_ptr<Chunk[]> block(new (std::nothrow) Chunk[kBlockChunks]);
+  if (block == nullptr) return false;
+  if (grow_hook_ != nullptr &&
+      !grow_hook_(grow_context_, handle_bound() + kBlockChunks)) {
+    return false;
+  }
+  blocks_.push_back(std::move(block));  // capacity reserved: cannot throw
+  return true;
+}
+
+void ChunkTable::Reserve(size_t n) {
+  // Beyond the room AllocateSlow keeps, so that it does not grow (and fail
+  // again) at once.
+  while (spare() <= n + kSpareEntries) {
+    if (!TryAddBlock()) throw std::bad_alloc();
+  }
 }
 
 absl::Status ChunkTable::Validate() const {

@@ -1,6 +1,8 @@
 // File: src/core/chunk_map.cc
 #include "bfc/internal/chunk_map.h"
 
+#include <memory>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -9,10 +11,30 @@
 
 namespace bfc::internal {
 
-void ChunkMap::Grow() {
+void ChunkMap::GrowForInsert() {
+  if (TryGrow()) return;
+  shortage_.Raise();
+  over_bound_ = true;
+  // Only when more than kSpareEntries entries came after a failed growth,
+  // which the refused allocations prevent. An empty slot must stay, or a
+  // probe would never end.
+  if (size_ + 1 > max_size_ + kSpareEntries || size_ + 1 >= capacity_) {
+    throw std::bad_alloc();
+  }
+}
+
+void ChunkMap::Reserve(size_t n) {
+  while (size_ + n > max_size_) {
+    if (!TryGrow()) throw std::bad_alloc();
+  }
+}
+
+bool ChunkMap::TryGrow() noexcept {
   const int bits = bits_ == 0 ? kMinBits : bits_ + 1;
   const size_t capacity = size_t{1} << bits;
-  std::unique_ptr<Slot[]> slots(new Slot[capacity]);
+  std::unique_ptr<Slot[]> slots(new (std::nothrow) Slot[capacity]);
+  if (slots == nullptr) return false;
+  over_bound_ = false;
   for (size_t i = 0; i < capacity; ++i) slots[i] = Slot{0, kInvalidChunkHandle};
   std::swap(slots, slots_);
   const size_t old_capacity = capacity_;
@@ -27,6 +49,7 @@ void ChunkMap::Grow() {
     while (slots_[j].handle != kInvalidChunkHandle) j = (j + 1) & mask_;
     slots_[j] = s;
   }
+  return true;
 }
 
 absl::Status ChunkMap::Validate() const {
@@ -44,7 +67,7 @@ absl::Status ChunkMap::Validate() const {
                 ", mask ", absl::StrFormat("0x%x", mask_), ", load bound ",
                 max_size_);
   }
-  if (size_ > max_size_) {
+  if (size_ > max_size_ + (over_bound_ ? kSpareEntries : 0)) {
     return fail(size_, " entries exceed the load bound of ", max_size_, " (",
                 kMaxLoadNum, "/", kMaxLoadDen, " of ", capacity_, " slots)");
   }

@@ -154,12 +154,25 @@ void* VirtualSubAllocator::Alloc(size_t alignment, size_t num_bytes,
       }
     }
     // Carve [off, off + reserved) out of the free range, keeping both sides.
-    free_ranges_.erase(it);
-    if (off > range_off) free_ranges_.emplace(range_off, off - range_off);
+    // What can throw (a map node for the right side or the block) comes
+    // first and is undone on failure: an exception half way used to lose
+    // the whole range, and with it the address space for good.
+    auto right = free_ranges_.end();
     if (off + reserved < range_end) {
-      free_ranges_.emplace(off + reserved, range_end - (off + reserved));
+      right = free_ranges_.emplace(off + reserved, range_end - (off + reserved))
+                  .first;
     }
-    used_ranges_.emplace(off, length);
+    try {
+      used_ranges_.emplace(off, length);
+    } catch (...) {
+      if (right != free_ranges_.end()) free_ranges_.erase(right);
+      throw;
+    }
+    if (off > range_off) {
+      it->second = off - range_off;  // the left side keeps its key
+    } else {
+      free_ranges_.erase(it);
+    }
     bytes_in_use_ += length;
     if (options_.never_reuse) next_offset_ = off + reserved;
     if (bytes_received != nullptr) *bytes_received = length;
@@ -223,26 +236,25 @@ void VirtualSubAllocator::Free(void* ptr, size_t num_bytes) {
     const size_t len = it->second;
     size_t reserved = len + options_.gap_bytes;
     if (reserved > capacity_ - off) reserved = capacity_ - off;
+    // Give [off, off + reserved) back and merge with both free neighbours so
+    // first fit sees the largest possible ranges. The one step that can
+    // throw (a new map node when no free range precedes it) comes before
+    // anything changes: a failure then keeps the block in use, never loses
+    // the range.
+    auto next = free_ranges_.lower_bound(off);
+    const bool join_next =
+        next != free_ranges_.end() && next->first == off + reserved;
+    const size_t tail = join_next ? next->second : 0;
+    auto prev =
+        next == free_ranges_.begin() ? free_ranges_.end() : std::prev(next);
+    if (prev != free_ranges_.end() && prev->first + prev->second == off) {
+      prev->second += reserved + tail;
+    } else {
+      free_ranges_.emplace_hint(next, off, reserved + tail);
+    }
+    if (join_next) free_ranges_.erase(next);
     used_ranges_.erase(it);
     bytes_in_use_ -= len;
-    // Give [off, off + reserved) back and merge with both free neighbours so
-    // first fit sees the largest possible ranges.
-    size_t new_off = off;
-    size_t new_len = reserved;
-    auto next = free_ranges_.lower_bound(off);
-    if (next != free_ranges_.end() && next->first == off + reserved) {
-      new_len += next->second;
-      next = free_ranges_.erase(next);
-    }
-    if (next != free_ranges_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == off) {
-        new_off = prev->first;
-        new_len += prev->second;
-        free_ranges_.erase(prev);
-      }
-    }
-    free_ranges_.emplace(new_off, new_len);
   }
 }
 

@@ -35,6 +35,7 @@
 #include "bfc/internal/check.h"
 #include "bfc/internal/chunk.h"
 #include "bfc/internal/constants.h"
+#include "bfc/internal/shortage.h"
 
 namespace bfc::internal {
 
@@ -92,17 +93,24 @@ class NodePool {
   }
   // Heap bytes obtained (live nodes plus recycled ones).
   size_t bytes_held() const { return bytes_held_; }
+  // Where a node that had to come from the emergency arena is reported
+  // (shortage.h).
+  void set_shortage_signal(ShortageSignal s) { shortage_ = s; }
 
  private:
   struct FreeList {
     size_t bytes;
     void* head;
   };
+  // A node from the heap without throwing, else from the emergency arena
+  // (shared by every pool of the process, never returned to the heap); an
+  // exception only when both are exhausted.
   void* AllocateSlow(size_t bytes);
   void DeallocateSlow(void* p, size_t bytes);
 
   std::vector<FreeList> lists_;
   size_t bytes_held_ = 0;
+  ShortageSignal shortage_;
 };
 
 // A std allocator drawing from a NodePool.
@@ -138,6 +146,10 @@ class Bin {
   Bin()
       : pool_(std::make_unique<NodePool>()),
         free_chunks_(Less(), PoolAllocator<Entry>(pool_.get())) {}
+
+  // Where a B-tree node taken from the emergency arena is reported
+  // (shortage.h).
+  void set_shortage_signal(ShortageSignal s) { pool_->set_shortage_signal(s); }
 
   // Adds a free chunk. Returns false (and changes nothing) if a chunk with the
   // same address is already present at that size.

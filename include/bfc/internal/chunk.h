@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "bfc/internal/check.h"
+#include "bfc/internal/shortage.h"
 
 namespace bfc::internal {
 
@@ -104,6 +105,25 @@ class ChunkTable {
     return blocks_[h >> kBlockBits][h & (kBlockChunks - 1)];
   }
 
+  // Makes room for `n` more chunks without allocating. Throws
+  // std::bad_alloc when the host has no memory for it (nothing changes).
+  void Reserve(size_t n);
+  // Where a failed growth is reported (shortage.h).
+  void set_shortage_signal(ShortageSignal s) { shortage_ = s; }
+  // Called before a block is added, with the handles it will hold: the owner
+  // grows the columns it keeps beside the table (indexed by handle) there,
+  // so that no later use of a handle has to. Returns false, and the block is
+  // not added, when they could not grow. Must not throw.
+  using GrowHook = bool (*)(void* context, size_t new_handle_bound);
+  void set_grow_hook(GrowHook hook, void* context) {
+    grow_hook_ = hook;
+    grow_context_ = context;
+  }
+  // Handles this table can hold without growing (the columns' size).
+  size_t handle_bound() const { return blocks_.size() * kBlockChunks; }
+  // Chunks that can be created without allocating.
+  size_t spare() const { return handle_bound() - num_live_; }
+
   // Slots ever created (live + recycled).
   size_t capacity() const { return size_; }
   size_t num_live() const { return num_live_; }
@@ -124,6 +144,9 @@ class ChunkTable {
   friend class ChunkTableTestPeer;  // tests/chunk_test.cc corrupts a table
 
   ChunkHandle AllocateSlow();
+  // Adds a block (and grows the owner's columns); false, with nothing
+  // changed, when the host has no memory for it.
+  bool TryAddBlock() noexcept;
 
   static constexpr int kBlockBits = 10;
   static constexpr size_t kBlockChunks = size_t{1} << kBlockBits;
@@ -132,6 +155,9 @@ class ChunkTable {
   size_t size_ = 0;  // slots handed out so far
   ChunkHandle free_list_ = kInvalidChunkHandle;
   size_t num_live_ = 0;
+  ShortageSignal shortage_;
+  GrowHook grow_hook_ = nullptr;
+  void* grow_context_ = nullptr;
 };
 
 }  // namespace bfc::internal

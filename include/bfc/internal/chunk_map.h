@@ -23,7 +23,8 @@
 // in-range chunk whose start hashes to the slot's tag; no empty slot lies
 // between a key's home slot and its slot (linear probing finds it); no key is
 // mapped twice; size() counts the occupied slots and stays within the load
-// bound (13/16 of the slots).
+// bound (13/16 of the slots), or kSpareEntries past it after a growth failed
+// for want of host memory.
 #ifndef BFC_INTERNAL_CHUNK_MAP_H_
 #define BFC_INTERNAL_CHUNK_MAP_H_
 
@@ -35,6 +36,7 @@
 #include "absl/status/status.h"
 #include "bfc/internal/check.h"
 #include "bfc/internal/chunk.h"
+#include "bfc/internal/shortage.h"
 
 namespace bfc::internal {
 
@@ -55,7 +57,7 @@ class ChunkMap {
   void Insert(const void* p, ChunkHandle h) {
     BFC_DCHECK(p != nullptr && (*chunks_)[h].ptr == p);
     BFC_DCHECK(FindSlot(p) == kNoSlot);
-    if (size_ + 1 > max_size_) Grow();
+    if (ABSL_PREDICT_FALSE(size_ + 1 > max_size_)) GrowForInsert();
     const uint32_t tag = Tag(p);
     size_t i = Home(tag);
     while (slots_[i].handle != kInvalidChunkHandle) i = (i + 1) & mask_;
@@ -85,6 +87,11 @@ class ChunkMap {
   }
 
   size_t size() const { return size_; }
+  // Makes room for `n` more entries within the load bound. Throws
+  // std::bad_alloc when the host has no memory for it (nothing changes).
+  void Reserve(size_t n);
+  // Where a failed growth is reported (shortage.h).
+  void set_shortage_signal(ShortageSignal s) { shortage_ = s; }
   // The table that resolves the map's handles.
   const ChunkTable* chunks() const { return chunks_; }
   // Host bytes held by the slots.
@@ -124,7 +131,11 @@ class ChunkMap {
     return static_cast<uint32_t>((a * 0x9E3779B97F4A7C15ull) >> 32);
   }
   size_t Home(uint32_t tag) const { return tag >> (32 - bits_); }
-  void Grow();
+  // Doubles the table; false (nothing changed) when the host has no memory.
+  bool TryGrow() noexcept;
+  // Insert's growth: never throws while kSpareEntries slots above the load
+  // bound are left (shortage.h).
+  void GrowForInsert();
 
   // The slot mapping `p`, or kNoSlot: the probe Find and Erase share.
   static constexpr size_t kNoSlot = ~size_t{0};
@@ -145,6 +156,10 @@ class ChunkMap {
   size_t size_ = 0;
   size_t max_size_ = 0;
   int bits_ = 0;
+  // A growth failed: up to kSpareEntries entries past the load bound are
+  // allowed until the next growth succeeds.
+  bool over_bound_ = false;
+  ShortageSignal shortage_;
 };
 
 }  // namespace bfc::internal

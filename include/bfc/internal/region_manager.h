@@ -97,6 +97,18 @@ class RegionManager {
   // The region containing `p`, or nullptr.
   const AllocationRegion* RegionFor(const void* p) const;
 
+  // Room for `handles` more chunk starts and one more region, made before a
+  // change needs it. Throws std::bad_alloc when the host has no memory
+  // (nothing changes).
+  void Reserve(size_t handles) {
+    handles_.Reserve(handles);
+    regions_.reserve(regions_.size() + 1);
+  }
+  // Where a failed growth of the handle map is reported (shortage.h).
+  void set_shortage_signal(ShortageSignal s) {
+    handles_.set_shortage_signal(s);
+  }
+
   // The handle of the chunk starting exactly at `p`, or kInvalidChunkHandle.
   ChunkHandle get_handle(const void* p) const { return handles_.Find(p); }
   // Maps the start of chunk `h` to it. Requires: no chunk is mapped at `p`
