@@ -88,8 +88,10 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept {
 namespace bfc {
 namespace {
 
-// Not yet the streams: their stream table, events and multi-fences still
-// grow with exceptions in the middle of a call.
+// Not yet the streams (their stream table, events and multi-fences) nor
+// the allocation sites (an Abseil hash map, which Debian's Abseil leaves
+// broken when its growth throws): they still grow with exceptions in the
+// middle of a call.
 enum class Setup { kTf, kLowFootprint };
 
 struct Outcome {
