@@ -577,7 +577,7 @@ class Allocator {
   void ListFenced(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RebuildFenceListLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The chunk table's grow hook: grows the columns indexed by handle
-  // (free-region links, fence listing, account tags) to `new_handle_bound`
+  // (free-region links, account tags) to `new_handle_bound`
   // before a block is added; false when the host has no memory for it.
   static bool GrowColumnsHook(void* self, size_t new_handle_bound)
       ABSL_NO_THREAD_SAFETY_ANALYSIS;

@@ -1008,13 +1008,12 @@ void Allocator::MergeFullyFreeRegions() {
 
 void Allocator::ListFenced(ChunkHandle h) {
   if (h < fence_listed_.size() && fence_listed_[h]) return;
-  // The columns grow with the chunk table (GrowColumns), so this allocates
-  // only while they could not; it runs inside a free or a merge, which must
-  // not stop half done: on failure the list is marked incomplete, and
+  // Runs inside a free or a merge, which must not stop half done: if the
+  // host has no memory to grow the list, it is marked incomplete, and
   // MergeDeferred rebuilds it from the bins.
   try {
     if (h >= fence_listed_.size()) {
-      fence_listed_.resize(std::max<size_t>(h + 1, chunks_.handle_bound()));
+      fence_listed_.resize(std::max<size_t>(h + 1, 2 * fence_listed_.size()));
     }
     fenced_chunks_.push_back(h);
   } catch (...) {
@@ -1543,11 +1542,6 @@ bool Allocator::GrowColumns(size_t bound) {
   try {
     if (stamp_free_regions_ && free_region_links_.size() < bound) {
       free_region_links_.resize(bound);
-    }
-    if (multi_stream_ || !fence_listed_.empty()) {
-      if (fence_listed_.size() < bound) fence_listed_.resize(bound);
-      // At most one entry per handle: the list never grows past this.
-      if (fenced_chunks_.capacity() < bound) fenced_chunks_.reserve(bound);
     }
     if (accounts_on_ && chunk_account_.size() < bound) {
       chunk_account_.resize(bound, 0);

@@ -188,7 +188,11 @@ absl::Status Allocator::ValidateAccountsLocked() const {
         absl::StrCat("Allocator '", name_, "' accounts: ", parts...));
   };
   std::vector<int64_t> own(accounts_.size(), 0), live(accounts_.size(), 0);
-  for (ChunkHandle h = 0; h < chunk_account_.size(); ++h) {
+  // The column is sized ahead of the table (GrowColumns); no handle past
+  // the slots ever created can have been tagged.
+  const size_t tagged_bound =
+      std::min<size_t>(chunk_account_.size(), chunks_.capacity());
+  for (ChunkHandle h = 0; h < tagged_bound; ++h) {
     const uint32_t id = chunk_account_[h];
     if (id == 0) continue;
     if (id >= accounts_.size() || accounts_[id] == nullptr) {

@@ -176,9 +176,6 @@ absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
     // may still be in use by its work; fence it all with one point.
     multi_stream_ = true;
     slow_paths_ |= kStreamsPath;
-    // The fence columns from now on grow with the chunk table (GrowColumns);
-    // if they cannot now, ListFenced marks its list incomplete.
-    (void)GrowColumns(chunks_.handle_bound());
     const uint64_t point = ++streams_[0].seq;
     for (internal::Bin& bin : bins_) {
       bin.ForEach([&](const internal::Bin::Entry& e)
