@@ -74,6 +74,38 @@ TEST(ChunkMapTest, FindsExactStartsOnly) {
   EXPECT_EQ(m.MetadataBytes(), 16 * 8u);
 }
 
+// Tables of up to 16k slots double past half full (short probe runs where
+// the table is small enough to stay in cache); larger ones past 13/16 (10
+// bytes per chunk).
+TEST(ChunkMapTest, SmallTablesStayHalfFullLargeOnesDense) {
+  ChunkTable t;
+  ChunkMap m(&t);
+  constexpr size_t kSmall = size_t{1} << 14;
+  for (size_t n = 1; n <= 3 * kSmall; ++n) {
+    const uintptr_t a = 0x100000 + n * 256;
+    m.Insert(P(a), NewChunk(t, a));
+    const size_t capacity = ChunkMapTestPeer::capacity(m);
+    if (capacity <= kSmall) {
+      ASSERT_LE(2 * n, capacity) << n;
+    } else {
+      ASSERT_LE(16 * n, 13 * capacity) << n;
+    }
+    if (n == kSmall / 2) {
+      ASSERT_EQ(capacity, kSmall);
+    }
+    if (n == kSmall / 2 + 1) {
+      ASSERT_EQ(capacity, 2 * kSmall);
+    }
+    if (n == 2 * kSmall / 16 * 13) {
+      ASSERT_EQ(capacity, 2 * kSmall);
+    }
+    if (n == 2 * kSmall / 16 * 13 + 1) {
+      ASSERT_EQ(capacity, 4 * kSmall);
+    }
+  }
+  EXPECT_TRUE(m.Validate().ok());
+}
+
 // Two addresses whose tags are equal must still resolve to their own chunks:
 // the map confirms a tag match against the chunk's ptr.
 TEST(ChunkMapTest, EqualTagsAreToldApartByTheChunk) {
@@ -147,10 +179,12 @@ TEST(ChunkMapTest, MatchesAModelUnderChurn) {
         ASSERT_EQ(m.Find(P(0x100000 + 50001 * stride)), kInvalidChunkHandle);
       }
     }
-    // The table never shrinks, and doubles only past 13/16 full: at most
-    // 2 * 16/13 slots of 8 bytes per entry at the peak.
+    // The table never shrinks, and doubles only past its load bound (half
+    // full up to 16k slots, 13/16 above): at most 2 * 2 slots of 8 bytes per
+    // entry at the peak, 2 * 16/13 in large tables.
     EXPECT_GE(m.MetadataBytes(), 8 * peak);
-    EXPECT_LE(m.MetadataBytes(), 8 * 2 * (16 * peak / 13 + 1));
+    EXPECT_LE(m.MetadataBytes(),
+              8 * 2 * std::max(2 * peak, 16 * peak / 13 + 1));
   }
 }
 
@@ -272,15 +306,15 @@ TEST(ChunkMapValidateTest, SizeAndLoadBookkeeping) {
   ++Peer::size(c.m);
   EXPECT_EQ(c.m.Validate(),
             absl::InternalError("ChunkMap: 3 occupied slots but size 4"));
-  Peer::size(c.m) = 14;
+  Peer::size(c.m) = 9;
   EXPECT_EQ(c.m.Validate(),
-            absl::InternalError("ChunkMap: 14 entries exceed the load bound "
-                                "of 13 (13/16 of 16 slots)"));
+            absl::InternalError("ChunkMap: 9 entries exceed the load bound "
+                                "of 8 (of 16 slots)"));
   Peer::size(c.m) = 3;
   Peer::mask(c.m) = 7;
   EXPECT_EQ(c.m.Validate(),
             absl::InternalError("ChunkMap: inconsistent geometry: 4 bits, "
-                                "capacity 16, mask 0x7, load bound 13"));
+                                "capacity 16, mask 0x7, load bound 8"));
 }
 
 #if BFC_CHECK_LEVEL >= 1

@@ -41,7 +41,7 @@ bool ChunkMap::TryGrow() noexcept {
   bits_ = bits;
   capacity_ = capacity;
   mask_ = capacity - 1;
-  max_size_ = capacity / kMaxLoadDen * kMaxLoadNum;
+  max_size_ = LoadBound(capacity);
   for (size_t i = 0; i < old_capacity; ++i) {
     const Slot s = slots[i];
     if (s.handle == kInvalidChunkHandle) continue;
@@ -56,20 +56,20 @@ absl::Status ChunkMap::Validate() const {
   auto fail = [](auto&&... parts) {
     return absl::InternalError(absl::StrCat("ChunkMap: ", parts...));
   };
-  const bool geometry_ok =
-      bits_ == 0
-          ? capacity_ == 0 && size_ == 0 && max_size_ == 0
-          : bits_ >= kMinBits && bits_ < 32 &&
-                capacity_ == size_t{1} << bits_ && mask_ == capacity_ - 1 &&
-                max_size_ == capacity_ / kMaxLoadDen * kMaxLoadNum;
+  const bool geometry_ok = bits_ == 0
+                               ? capacity_ == 0 && size_ == 0 && max_size_ == 0
+                               : bits_ >= kMinBits && bits_ < 32 &&
+                                     capacity_ == size_t{1} << bits_ &&
+                                     mask_ == capacity_ - 1 &&
+                                     max_size_ == LoadBound(capacity_);
   if (!geometry_ok) {
     return fail("inconsistent geometry: ", bits_, " bits, capacity ", capacity_,
                 ", mask ", absl::StrFormat("0x%x", mask_), ", load bound ",
                 max_size_);
   }
   if (size_ > max_size_ + (over_bound_ ? kSpareEntries : 0)) {
-    return fail(size_, " entries exceed the load bound of ", max_size_, " (",
-                kMaxLoadNum, "/", kMaxLoadDen, " of ", capacity_, " slots)");
+    return fail(size_, " entries exceed the load bound of ", max_size_, " (of ",
+                capacity_, " slots)");
   }
   // First every slot's handle, so that the probes below read only chunks
   // that exist.
