@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -26,6 +27,7 @@
 #include "bfc/virtual_sub_allocator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/fake_sub_allocator.h"
 #include "testing/quiet_log.h"
 
 namespace bfc {
@@ -516,8 +518,9 @@ TEST_F(AccountTest, ThousandsOfSiblingsComeAndGo) {
     const bool leaks = k % 3 == 0;
     ASSERT_EQ(open[k]->Close().ok(), !leaks) << k;
     open[k].reset();
-    if (i % 200 == 0)
+    if (i % 200 == 0) {
       ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+    }
   }
   // A closed name is free again; an open one is not.
   auto again = root->CreateChild(Named("r1000"));
@@ -625,6 +628,82 @@ TEST_F(AccountTest, DebugStringShowsTheTree) {
               HasSubstr("\n  root/session: 2.00 MiB in use of limit 4.00 MiB"));
   EXPECT_THAT(text, HasSubstr("\n    root/session/step: 2.00 MiB in use"));
   ASSERT_TRUE(step->Deallocate(p).ok());
+}
+
+// A transfer inside a subtree does not change the use of an ancestor of both
+// ends, so that ancestor's limit never refuses it, however close it is
+// (from an adversarial review: the destination was charged before the
+// source was credited, so the ancestor counted the bytes twice).
+TEST_F(AccountTest, TransfersInsideAFullSubtreeAreNotRefusedByIt) {
+  auto session = *Account::CreateRoot(alloc_.get(), Named("session", 4 * kMiB));
+  auto a = *session->CreateChild(Named("request-a"));
+  auto b = *session->CreateChild(Named("request-b"));
+  void* p = *a->Allocate(3 * kMiB);
+  ASSERT_TRUE(a->TransferOwnership(p, *b).ok());
+  EXPECT_EQ(session->GetStats().bytes_in_use, 3 * kMiB);
+  EXPECT_EQ(session->GetStats().peak_bytes_in_use, 3 * kMiB);
+  EXPECT_EQ(b->GetStats().own_bytes, 3 * kMiB);
+  EXPECT_EQ(a->GetStats().bytes_in_use, 0);
+  // To the ancestor itself, and back down.
+  ASSERT_TRUE(b->TransferOwnership(p, *session).ok());
+  EXPECT_EQ(session->GetStats().own_bytes, 3 * kMiB);
+  EXPECT_EQ(session->GetStats().bytes_in_use, 3 * kMiB);
+  ASSERT_TRUE(session->TransferOwnership(p, *a).ok());
+  EXPECT_EQ(session->GetStats().own_bytes, 0);
+  EXPECT_EQ(a->GetStats().own_bytes, 3 * kMiB);
+  ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  ASSERT_TRUE(a->Deallocate(p).ok());
+}
+
+// A refused transfer changes nothing, with reservations on both sides (the
+// source's charge is taken off first and put back exactly).
+TEST_F(AccountTest, ARefusedTransferPutsEveryChargeBack) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 16 * kMiB));
+  auto a = *root->CreateChild(Named("a", kNoAccountLimit, 2 * kMiB));
+  auto b = *root->CreateChild(Named("b", 3 * kMiB, 1 * kMiB));
+  void* p = *a->Allocate(3 * kMiB);
+  void* q = *b->Allocate(2 * kMiB);
+  const AccountStats ra = a->GetStats(), rb = b->GetStats(),
+                     rr = root->GetStats();
+  absl::Status s = a->TransferOwnership(p, *b);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'root/b'"));
+  for (const auto& [before, after] :
+       {std::pair{ra, a->GetStats()}, std::pair{rb, b->GetStats()},
+        std::pair{rr, root->GetStats()}}) {
+    EXPECT_EQ(before.bytes_in_use, after.bytes_in_use);
+    EXPECT_EQ(before.own_bytes, after.own_bytes);
+    EXPECT_EQ(before.peak_bytes_in_use, after.peak_bytes_in_use);
+    EXPECT_EQ(before.live_allocations, after.live_allocations);
+  }
+  ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  ASSERT_TRUE(a->Deallocate(p).ok());
+  ASSERT_TRUE(b->Deallocate(q).ok());
+}
+
+// on_limit_exceeded is user code: what it throws is logged and the
+// allocation refused, as when it returns false (Account::Allocate and
+// Buffer::Allocate).
+TEST_F(AccountTest, AnOnLimitExceededThatThrowsRefusesTheAllocation) {
+  testing::LogCapture log;
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root"));
+  AccountOptions o = Named("child", 1 * kMiB);
+  int calls = 0;
+  o.on_limit_exceeded = [&calls](const Account&, size_t) -> bool {
+    ++calls;
+    throw std::runtime_error("eviction failed");
+  };
+  auto child = *root->CreateChild(o);
+  absl::StatusOr<void*> p = absl::UnknownError("not run");
+  EXPECT_NO_THROW(p = child->Allocate(2 * kMiB));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  absl::StatusOr<Buffer> b = absl::UnknownError("not run");
+  EXPECT_NO_THROW(b = Buffer::Allocate(child, 2 * kMiB));
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(calls, 2);
+  EXPECT_TRUE(log.Contains("on_limit_exceeded threw (eviction failed)",
+                           LogSeverity::kError));
+  EXPECT_EQ(child->GetStats().bytes_in_use, 0);
 }
 
 }  // namespace

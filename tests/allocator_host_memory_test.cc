@@ -232,5 +232,92 @@ INSTANTIATE_TEST_SUITE_P(Setups, HostMemoryTest,
                            return std::string("?");
                          });
 
+// The pool is full while the host is out of memory too: the out-of-memory
+// report cannot be built. It is dropped; the allocation fails (nullptr) and
+// nothing is thrown, also past max_oom_logs, where the rate-limited line is
+// built instead (from an adversarial review: bad_alloc left AllocateRaw).
+TEST(HostMemoryReportTest, AFullPoolWithoutHostMemoryFailsQuietly) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "BFC_CHECK_LEVEL=2 runs Validate() inside every call, and "
+                  "Validate allocates";
+#endif
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  o.allow_growth = false;
+  o.max_oom_logs = 2;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+              size_t{4} << 20, "host-oom", o);
+  void* full = a.AllocateRaw(kMinAllocationSize, size_t{4} << 20);
+  ASSERT_NE(full, nullptr);
+  long host_failures = 0;
+  for (int i = 0; i < 8; ++i) {
+    SCOPED_TRACE(i);
+    void* p = &o;
+    g_host = HostMemory{};
+    g_host.fail_at = 0;
+    g_host.fail_all = true;
+    bool threw = false;
+    {
+      Armed armed;
+      try {
+        p = a.AllocateRaw(kMinAllocationSize, 1024);
+      } catch (...) {
+        threw = true;
+      }
+    }
+    EXPECT_FALSE(threw);
+    EXPECT_EQ(p, nullptr);
+    host_failures += g_host.failed;
+  }
+  g_host = HostMemory{};
+  // The two full reports and the rate-limited lines at suppressed counts 1,
+  // 2 (the first two drops count too) and 4 each needed memory.
+  EXPECT_GE(host_failures, 3);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  EXPECT_EQ(a.GetStats()->num_ooms, 8);
+  a.DeallocateRaw(full);
+}
+
+// A caller's mistake (an invalid free or request) while the host is out of
+// memory: counted, not described, and nothing thrown (the message, built
+// with absl::StrFormat, would have ended the process with std::terminate).
+TEST(HostMemoryReportTest, InvalidCallsWithoutHostMemoryAreCounted) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "BFC_CHECK_LEVEL=2 runs Validate() inside every call, and "
+                  "Validate allocates";
+#endif
+  testing::QuietLog quiet;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+              size_t{64} << 20, "host-oom");
+  void* live = a.AllocateRaw(kMinAllocationSize, 4096);
+  ASSERT_NE(live, nullptr);
+  int not_ours = 0;
+  for (int i = 0; i < 20; ++i) {  // past the first 10, the storm lines too
+    g_host = HostMemory{};
+    g_host.fail_at = 0;
+    g_host.fail_all = true;
+    bool threw = false;
+    void* p = &not_ours;
+    {
+      Armed armed;
+      try {
+        a.DeallocateRaw(&not_ours);
+        a.DeallocateRaw(static_cast<char*>(live) + 256);  // interior
+        p = a.AllocateRaw(3, 1024);  // alignment not a power of two
+      } catch (...) {
+        threw = true;
+      }
+    }
+    EXPECT_FALSE(threw) << i;
+    EXPECT_EQ(p, nullptr) << i;
+  }
+  g_host = HostMemory{};
+  EXPECT_EQ(a.GetStats()->num_invalid_frees, 40);
+  EXPECT_EQ(a.GetStats()->num_invalid_requests, 20);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  a.DeallocateRaw(live);
+}
+
 }  // namespace
 }  // namespace bfc

@@ -3,6 +3,7 @@
 // JSON round trip, on fake sub-allocators (no GPU).
 #include "bfc/memory_dump.h"
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -570,6 +571,29 @@ TEST(MemoryDumpTest, HumanReadableBytes) {
   EXPECT_EQ(HumanReadableBytes(1023), "1023 B");
   EXPECT_EQ(HumanReadableBytes(1536), "1.50 KiB");
   EXPECT_EQ(HumanReadableBytes(uint64_t{3} << 30), "3.00 GiB");
+}
+
+// FormatMemorySummary takes any dump, also one built by hand: an account
+// whose parent is itself, later in the list, or out of range is printed at
+// the top level instead of hanging or reading past the list (from an
+// adversarial review). MemoryDumpFromJson refuses such dumps.
+TEST(MemoryDumpTest, SummaryOfAccountsWithImpossibleParents) {
+  for (const int parent : {0, 1, 1000000, std::numeric_limits<int>::max()}) {
+    MemoryDump d;
+    d.allocator_name = "hand-made";
+    d.limit = 1 << 20;
+    AccountDump a;
+    a.path = "root";
+    a.parent = parent;
+    d.accounts.push_back(a);
+    AccountDump b;
+    b.path = "root/b";
+    b.parent = parent == 0 ? 0 : 1;  // itself when `parent` is 1
+    d.accounts.push_back(b);
+    const std::string s = FormatMemorySummary(d);
+    EXPECT_THAT(s, HasSubstr("root (none)")) << parent;
+    EXPECT_THAT(s, HasSubstr("b (none)")) << parent;
+  }
 }
 
 }  // namespace

@@ -76,7 +76,8 @@ struct AccountOptions {
   int64_t reservation_bytes = 0;
   // Called, with no lock held, when an allocation would pass a limit: the
   // account whose charge failed and the bytes asked. It may free memory;
-  // returning true retries the allocation once.
+  // returning true retries the allocation once. If it throws, the exception
+  // is logged and the allocation refused, as when it returns false.
   std::function<bool(const Account& account, size_t bytes)> on_limit_exceeded;
 };
 
@@ -130,8 +131,10 @@ class Account : public std::enable_shared_from_this<Account> {
   // credited, whichever it is). InvalidArgument for a pointer not in use.
   absl::Status Deallocate(void* ptr);
   // Moves the charge of `ptr` from its account to `to` (on the same
-  // allocator): charged there first (ResourceExhausted if `to` cannot take
-  // it; nothing changes), then credited here.
+  // allocator), as one change: ResourceExhausted, changing nothing, if some
+  // limit on `to`'s path would be passed with the charge moved. An ancestor
+  // of both counts the bytes once (its use does not change), so it never
+  // refuses a move inside its subtree.
   absl::Status TransferOwnership(void* ptr, Account& to);
 
   AccountStats GetStats() const;

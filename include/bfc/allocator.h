@@ -83,6 +83,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -218,7 +219,10 @@ class Allocator {
   // Call before destroying `stream`: the allocator records one last event on
   // it if memory freed on it may still be pending, and never names the
   // stream to StreamOps again. A later call naming the same handle means a
-  // new stream.
+  // new stream. When that event cannot be recorded (StreamOps failed) the
+  // error is returned and the stream is forgotten all the same (its handle
+  // may come back as a new stream): memory freed on it that was still
+  // pending is then never handed out again, since nothing can show it safe.
   [[nodiscard]] absl::Status ForgetStream(StreamId stream);
   // The events for cross-stream reuse. FailedPrecondition once a stream
   // other than kImplicitStream has been used, or when already set.
@@ -627,10 +631,13 @@ class Allocator {
   // AllocateFast with any of slow_paths_ on (out of line).
   void* AllocateFastSlow(size_t alignment, size_t rounded, size_t num_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Logs a caller's mistake (an invalid free or request), the first 10 in
-  // full and then one line per power-of-two count of suppressed ones; aborts
-  // only with Options::abort_on_invalid_input.
-  void ReportInvalid(const std::string& message)
+  // Logs a caller's mistake (an invalid free or request), described by
+  // `describe` (called only when the host has memory for the message), the
+  // first 10 in full and then one line per power-of-two count of suppressed
+  // ones; aborts only with Options::abort_on_invalid_input.
+  void ReportInvalid(absl::FunctionRef<std::string()> describe)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void LogInvalid(const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // The largest free chunk's size (0 when nothing is free), from the top
@@ -644,9 +651,16 @@ class Allocator {
   // Logs OomMessage (or `cause`, when the failure has one) and the occupancy
   // picture, with TF's memory log the first time, at most
   // Options::max_oom_logs times per allocator; then one line per
-  // power-of-two count of suppressed reports.
+  // power-of-two count of suppressed reports. Never throws: a report the
+  // host has no memory to build is dropped (counted as suppressed).
   void LogOom(size_t num_bytes, size_t rounded, size_t alignment,
               const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void LogOomUnguarded(size_t num_bytes, size_t rounded, size_t alignment,
+                       const absl::Status& cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Host memory a failure report is built only with (HostHasRoomFor): more
+  // than the report and the occupancy picture of a pool of ~10k chunks take.
+  static constexpr size_t kReportRoomBytes = size_t{1} << 20;
   // RenderOccupancy's body.
   std::string RenderOccupancyLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -716,10 +730,24 @@ class Allocator {
     if (ABSL_PREDICT_FALSE(f != 0)) UnrefFence(f);
     f = fence;
   }
-  // An event on `producer` covering `point` (recorded now if none does);
-  // nullptr with *error set when StreamOps failed or there is none.
-  StreamOps::Event EventCovering(StreamSlot producer, uint64_t point,
-                                 absl::Status* error)
+  // An event on `producer` covering `point` (recorded now if none does) in
+  // *event; false when there is none (*error set when StreamOps failed). Any
+  // handle is an event, null included (StreamOps::Event is opaque).
+  bool EventCovering(StreamSlot producer, uint64_t point,
+                     StreamOps::Event* event, absl::Status* error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The StreamOps calls, through the library's noexcept boundary: what they
+  // throw becomes an Internal status naming the call (ReleaseEvent's is
+  // logged and counted: the event is given up either way).
+  absl::StatusOr<StreamOps::Event> CallRecordEvent(StreamId stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<bool> CallQueryEvent(StreamOps::Event event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status CallStreamWaitEvent(StreamId stream, StreamOps::Event event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status CallSynchronizeEvent(StreamOps::Event event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CallReleaseEvent(StreamOps::Event event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Queries the recorded events of every stream (oldest first) and advances
   // what is known complete. With reuse_allow_opportunistic only.
@@ -963,6 +991,10 @@ class Allocator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Charges `bytes` up the tree unless some limit refuses: all or nothing.
   bool TryChargeAccountLocked(internal::AccountState* st, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Its second half: the charge, with no limit checked (what a refused
+  // transfer uses to put the source's charge back as it was).
+  void ApplyChargeLocked(internal::AccountState* st, int64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The refusal of a charge TryChargeAccountLocked refused, naming the
   // level.

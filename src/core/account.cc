@@ -20,6 +20,7 @@
 #include "bfc/units.h"
 #include "core/internal/account_state.h"
 #include "core/internal/allocator_accounts_inl.h"
+#include "core/internal/user_code.h"
 
 namespace bfc {
 
@@ -153,7 +154,19 @@ absl::StatusOr<void*> Account::Allocate(size_t num_bytes, size_t alignment,
     return p;
   }
   // No lock is held here: the callback may free (or allocate) anything.
-  if (!options_.on_limit_exceeded(*this, num_bytes)) return p;
+  // What it throws stays here (the library's noexcept boundary): the
+  // refusal stands, as when it returns false.
+  bool retry = false;
+  std::string what;
+  if (!internal::CallUserCode(
+          [&] { retry = options_.on_limit_exceeded(*this, num_bytes); },
+          &what)) {
+    Log(LogSeverity::kError,
+        absl::StrCat("Account '", path(), "': on_limit_exceeded threw (", what,
+                     "); the allocation of ", num_bytes, " bytes is refused"));
+    return p;
+  }
+  if (!retry) return p;
   return allocator_->Allocate(num_bytes, alignment, charged);
 }
 

@@ -17,6 +17,7 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/cleanup/cleanup.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -28,6 +29,7 @@
 #include "core/internal/account_state.h"
 #include "core/internal/allocator_accounts_inl.h"
 #include "core/internal/bits.h"
+#include "core/internal/user_code.h"
 
 namespace bfc {
 namespace {
@@ -38,6 +40,7 @@ uint64_t AddressOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 using internal::AlignDown;
 using internal::AlignUp;
 using internal::BinNumForSize;
+using internal::CallUserCode;
 using internal::Chunk;
 using internal::IsAligned;
 using internal::IsPowerOfTwo;
@@ -75,21 +78,6 @@ int64_t MaxInternalFragmentation(double fraction, size_t total_memory) {
     return static_cast<int64_t>(bytes);
   }
   return kDefaultMaxInternalFragmentation;
-}
-
-// Runs `f`, user code below the library's noexcept boundary; what it throws
-// becomes false and *what.
-template <typename F>
-bool CallUserCode(F&& f, std::string* what) {
-  try {
-    f();
-    return true;
-  } catch (const std::exception& e) {
-    *what = e.what();
-  } catch (...) {
-    *what = "an exception that is not a std::exception";
-  }
-  return false;
 }
 
 bool SupportsCoalescingNoThrow(const SubAllocator* sub,
@@ -262,7 +250,7 @@ Allocator::~Allocator() {
   if (stream_ops_ != nullptr) {
     for (StreamState& st : streams_) {
       for (const auto& [event, covers] : st.events) {
-        stream_ops_->ReleaseEvent(event);
+        CallReleaseEvent(event);
       }
       st.events.clear();
     }
@@ -445,13 +433,20 @@ void* Allocator::AllocateSlow(size_t alignment, size_t num_bytes,
                               const AllocationAttributes& attr) {
   size_t rounded = 0;
   std::string error;
-  switch (CheckRequest(alignment, num_bytes, &rounded, &error)) {
+  RequestCheck check;
+  try {
+    check = CheckRequest(alignment, num_bytes, &rounded, &error);
+  } catch (...) {
+    // Only the message can throw (no host memory for it): still invalid.
+    check = RequestCheck::kInvalid;
+  }
+  switch (check) {
     case RequestCheck::kZero:
       return nullptr;  // TF: a zero-byte request gets nullptr, nothing else.
     case RequestCheck::kInvalid: {
       internal::MutexLock lock(&mutex_);
       ++stats_.num_invalid_requests;
-      ReportInvalid(absl::StrCat("AllocateRaw: ", error));
+      ReportInvalid([&] { return absl::StrCat("AllocateRaw: ", error); });
       MaybeValidate("AllocateRaw (invalid request)");
       return nullptr;
     }
@@ -530,8 +525,12 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
   // is held throughout, so no other call sees alloc_account_).
   auto attempt = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     alloc_account_ = account;
+    // Also if something below throws: a later allocation must not be tagged
+    // to this account (which may be gone by then).
+    absl::Cleanup forget = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      alloc_account_ = nullptr;
+    };
     void* p = AllocateLocked(alignment, num_bytes, rounded, dedicated);
-    alloc_account_ = nullptr;
     if (p != nullptr) account = nullptr;  // charged for good
     return p;
   };
@@ -1839,6 +1838,22 @@ std::string Allocator::OomMessage(size_t num_bytes, size_t rounded,
 
 void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment,
                        const absl::Status& cause) {
+  // The report is built from strings; when the host is out of memory too,
+  // it is dropped rather than thrown out of a failed allocation (or, inside
+  // absl::StrFormat, turned into std::terminate: see HostHasRoomFor).
+  if (!internal::HostHasRoomFor(kReportRoomBytes)) {
+    ++oom_logs_suppressed_;
+    return;
+  }
+  try {
+    LogOomUnguarded(num_bytes, rounded, alignment, cause);
+  } catch (...) {
+    ++oom_logs_suppressed_;
+  }
+}
+
+void Allocator::LogOomUnguarded(size_t num_bytes, size_t rounded,
+                                size_t alignment, const absl::Status& cause) {
   if (opts_.max_oom_logs <= 0) return;
   if (oom_logs_ >= opts_.max_oom_logs) {
     // A storm: one line at each power-of-two count, so n failures log
@@ -1876,7 +1891,9 @@ void Allocator::DeallocateRaw(void* ptr) {
     return;
   }
   ++stats_.num_invalid_frees;
-  ReportInvalid(absl::StrCat("DeallocateRaw: ", DescribeInvalidPointer(ptr)));
+  ReportInvalid([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+    return absl::StrCat("DeallocateRaw: ", DescribeInvalidPointer(ptr));
+  });
   MaybeValidate("DeallocateRaw (invalid pointer)");
 }
 
@@ -1958,8 +1975,16 @@ absl::Status Allocator::TransferChunkLocked(void* ptr,
   if (to == from) return absl::OkStatus();
   const int64_t bytes =
       static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
-  if (absl::Status s = ChargeAccountLocked(to, bytes); !s.ok()) return s;
+  // Credited first, then charged: an ancestor of both then counts the bytes
+  // once, so a transfer inside a subtree near its limit is not refused by a
+  // total it does not change. A refusal puts the source's charge back
+  // exactly as it was (the same amounts, so no limit can object).
   CreditAccountLocked(from, bytes);
+  if (!TryChargeAccountLocked(to, bytes)) {
+    absl::Status refusal = AccountRefusalLocked(to, bytes);
+    ApplyChargeLocked(from, bytes);
+    return refusal;
+  }
   from->own.fetch_sub(bytes, std::memory_order_relaxed);
   from->live.fetch_sub(1, std::memory_order_relaxed);
   chunk_account_[h] = to->id;
@@ -1990,8 +2015,25 @@ absl::Status Allocator::RecordStreamUse(void* ptr, StreamId stream) {
   return absl::OkStatus();
 }
 
-void Allocator::ReportInvalid(const std::string& message) {
+void Allocator::ReportInvalid(absl::FunctionRef<std::string()> describe) {
   ++invalid_reports_;
+  // The message is built only when the host can spare the memory (see
+  // HostHasRoomFor): a caller's mistake must not also cost an exception or
+  // the process. Without it, only the counts record the mistake.
+  if (internal::HostHasRoomFor(kReportRoomBytes)) {
+    try {
+      LogInvalid(describe());
+    } catch (...) {
+    }
+  }
+  if (opts_.abort_on_invalid_input) {
+    Log(LogSeverity::kError,
+        "aborting: Options::abort_on_invalid_input is set");
+    std::abort();
+  }
+}
+
+void Allocator::LogInvalid(const std::string& message) {
   // A storm of bad calls (a loop freeing garbage) must not bury the log: the
   // first reports in full, then one line per power-of-two count. A report
   // that aborts is always written.
@@ -2007,11 +2049,6 @@ void Allocator::ReportInvalid(const std::string& message) {
     return;
   }
   Log(LogSeverity::kError, absl::StrCat("Allocator '", name_, "': ", message));
-  if (opts_.abort_on_invalid_input) {
-    Log(LogSeverity::kError,
-        "aborting: Options::abort_on_invalid_input is set");
-    std::abort();
-  }
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Allocator::ChunkHandle

@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "bfc/allocator.h"
 #include "bfc/log.h"
+#include "core/internal/user_code.h"
 
 namespace bfc {
 
@@ -115,7 +116,13 @@ absl::Status Allocator::ForgetStream(StreamId stream) {
     // One last event, so that the stream's pending points can still be
     // learnt after it is gone (events outlive their stream).
     if (stream_ops_ != nullptr) {
-      (void)EventCovering(slot, st.seq, &result);
+      // Without it (StreamOps failed) the stream is forgotten all the same:
+      // the caller may destroy it and CUDA hand the same handle to a new
+      // stream, which must not inherit this one's order. What was freed on
+      // it and still pending then stays unused for good: safe, not
+      // recoverable.
+      StreamOps::Event event;
+      (void)EventCovering(slot, st.seq, &event, &result);
     }
   }
   st.forgotten = true;
@@ -357,42 +364,126 @@ void Allocator::StreamOpFailed(const absl::Status& s) {
                    "safe)"));
 }
 
-StreamOps::Event Allocator::EventCovering(StreamSlot producer, uint64_t point,
-                                          absl::Status* error) {
+bool Allocator::EventCovering(StreamSlot producer, uint64_t point,
+                              StreamOps::Event* event, absl::Status* error) {
   StreamState& st = streams_[producer];
-  for (const auto& [event, covers] : st.events) {
-    if (covers >= point) return event;
+  for (const auto& [e, covers] : st.events) {
+    if (covers >= point) {
+      *event = e;
+      return true;
+    }
   }
   if (stream_ops_ == nullptr || st.forgotten) {
     // A forgotten stream's last event (if any) was in `events`; without
     // StreamOps nothing can be learnt.
-    return nullptr;
+    return false;
   }
   ++stream_stats_.events_recorded;
-  absl::StatusOr<StreamOps::Event> e = stream_ops_->RecordEvent(st.id);
+  absl::StatusOr<StreamOps::Event> e = CallRecordEvent(st.id);
   if (!e.ok()) {
     *error = e.status();
     StreamOpFailed(e.status());
-    return nullptr;
+    return false;
+  }
+  try {
+    st.events.emplace_back(*e, st.seq);
+  } catch (...) {
+    // No host memory to keep it: given up, as if it had failed.
+    CallReleaseEvent(*e);
+    *error =
+        absl::ResourceExhaustedError("no host memory to keep a stream event");
+    return false;
   }
   // Recorded now, after every free stamped so far on the stream.
   st.recorded = st.seq;
-  st.events.emplace_back(*e, st.seq);
   // The newest event covers every earlier point; older ones only serve
   // polls, which may find them complete sooner. Without polls
   // (reuse_allow_opportunistic off) they serve nothing, and a stream whose
   // work never completes must not collect events without bound.
   if (!opts_.reuse_allow_opportunistic) {
     for (size_t i = 0; i + 1 < st.events.size(); ++i) {
-      stream_ops_->ReleaseEvent(st.events[i].first);
+      CallReleaseEvent(st.events[i].first);
     }
     st.events.erase(st.events.begin(), st.events.end() - 1);
   } else if (st.events.size() > kMaxEventsPerStream) {
     const auto second_newest = st.events.end() - 2;
-    stream_ops_->ReleaseEvent(second_newest->first);
+    CallReleaseEvent(second_newest->first);
     st.events.erase(second_newest);
   }
-  return *e;
+  *event = *e;
+  return true;
+}
+
+absl::StatusOr<StreamOps::Event> Allocator::CallRecordEvent(StreamId stream) {
+  absl::StatusOr<StreamOps::Event> e = absl::InternalError("");
+  std::string what;
+  if (internal::CallUserCode(
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+            e = stream_ops_->RecordEvent(stream);
+          },
+          &what)) {
+    return e;
+  }
+  return absl::InternalError(
+      absl::StrCat("StreamOps::RecordEvent threw: ", what));
+}
+
+absl::StatusOr<bool> Allocator::CallQueryEvent(StreamOps::Event event) {
+  absl::StatusOr<bool> complete = false;
+  std::string what;
+  if (internal::CallUserCode(
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+            complete = stream_ops_->QueryEvent(event);
+          },
+          &what)) {
+    return complete;
+  }
+  return absl::InternalError(
+      absl::StrCat("StreamOps::QueryEvent threw: ", what));
+}
+
+absl::Status Allocator::CallStreamWaitEvent(StreamId stream,
+                                            StreamOps::Event event) {
+  absl::Status s;
+  std::string what;
+  if (internal::CallUserCode(
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+            s = stream_ops_->StreamWaitEvent(stream, event);
+          },
+          &what)) {
+    return s;
+  }
+  return absl::InternalError(
+      absl::StrCat("StreamOps::StreamWaitEvent threw: ", what));
+}
+
+absl::Status Allocator::CallSynchronizeEvent(StreamOps::Event event) {
+  absl::Status s;
+  std::string what;
+  if (internal::CallUserCode(
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+            s = stream_ops_->SynchronizeEvent(event);
+          },
+          &what)) {
+    return s;
+  }
+  return absl::InternalError(
+      absl::StrCat("StreamOps::SynchronizeEvent threw: ", what));
+}
+
+void Allocator::CallReleaseEvent(StreamOps::Event event) {
+  std::string what;
+  if (internal::CallUserCode(
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+            stream_ops_->ReleaseEvent(event);
+          },
+          &what)) {
+    return;
+  }
+  ++stream_stats_.stream_op_errors;
+  Log(LogSeverity::kError,
+      absl::StrCat("Allocator '", name_, "': StreamOps::ReleaseEvent threw (",
+                   what, "); the event is given up"));
 }
 
 void Allocator::PollStreams() {
@@ -401,8 +492,7 @@ void Allocator::PollStreams() {
     size_t done = 0;
     for (; done < st.events.size(); ++done) {
       ++stream_stats_.event_queries;
-      absl::StatusOr<bool> complete =
-          stream_ops_->QueryEvent(st.events[done].first);
+      absl::StatusOr<bool> complete = CallQueryEvent(st.events[done].first);
       if (!complete.ok()) {
         StreamOpFailed(complete.status());
         break;
@@ -411,7 +501,7 @@ void Allocator::PollStreams() {
       st.completed = std::max(st.completed, st.events[done].second);
     }
     for (size_t i = 0; i < done; ++i) {
-      stream_ops_->ReleaseEvent(st.events[i].first);
+      CallReleaseEvent(st.events[i].first);
     }
     st.events.erase(st.events.begin(),
                     st.events.begin() + static_cast<long>(done));
@@ -425,7 +515,8 @@ void Allocator::CoverFence(uint64_t fence) {
   for (const auto& [p, q] : parts) {
     if (q > streams_[p].completed && q > streams_[p].recorded) {
       absl::Status error;
-      (void)EventCovering(p, q, &error);
+      StreamOps::Event event;
+      (void)EventCovering(p, q, &event, &error);
     }
   }
 }
@@ -439,15 +530,15 @@ absl::Status Allocator::InsertWaits(uint64_t fence, StreamSlot slot) {
   for (const auto& [p, q] : parts) {
     if (PointSafeFor(p, q, slot)) continue;
     absl::Status error;
-    StreamOps::Event e = EventCovering(p, q, &error);
-    if (e == nullptr) {
+    StreamOps::Event e;
+    if (!EventCovering(p, q, &e, &error)) {
       return error.ok() ? absl::FailedPreconditionError(
                               absl::StrCat("no event can cover stream ",
                                            StreamName(streams_[p].id)))
                         : error;
     }
     ++stream_stats_.waits_inserted;
-    absl::Status s = stream_ops_->StreamWaitEvent(streams_[slot].id, e);
+    absl::Status s = CallStreamWaitEvent(streams_[slot].id, e);
     if (!s.ok()) {
       StreamOpFailed(s);
       return s;
@@ -476,14 +567,14 @@ absl::Status Allocator::SynchronizeFence(uint64_t fence) {
     StreamState& st = streams_[p];
     if (q <= st.completed) continue;
     absl::Status error;
-    StreamOps::Event e = EventCovering(p, q, &error);
-    if (e == nullptr) {
+    StreamOps::Event e;
+    if (!EventCovering(p, q, &e, &error)) {
       return error.ok() ? absl::FailedPreconditionError(absl::StrCat(
                               "no event can cover stream ", StreamName(st.id)))
                         : error;
     }
     ++stream_stats_.synchronizations;
-    absl::Status s = stream_ops_->SynchronizeEvent(e);
+    absl::Status s = CallSynchronizeEvent(e);
     if (!s.ok()) {
       StreamOpFailed(s);
       return s;
@@ -497,7 +588,7 @@ absl::Status Allocator::SynchronizeFence(uint64_t fence) {
       if (last) break;
     }
     for (size_t i = 0; i < done; ++i) {
-      stream_ops_->ReleaseEvent(st.events[i].first);
+      CallReleaseEvent(st.events[i].first);
     }
     st.events.erase(st.events.begin(),
                     st.events.begin() + static_cast<long>(done));
@@ -535,7 +626,7 @@ absl::Status Allocator::ValidateStreamsLocked() const {
     }
     uint64_t last = 0;
     for (const auto& [event, covers] : st.events) {
-      if (event == nullptr || covers < last || covers > st.seq) {
+      if (covers < last || covers > st.seq) {
         return fail("stream ", p, ": its events are not in point order");
       }
       last = covers;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -260,9 +261,18 @@ std::string FormatMemorySummary(const MemoryDump& d) {
     // depth, its limit beside its name.
     out += rule;
     row("Accounts (limit)", "In use", "Peak");
-    for (const AccountDump& a : d.accounts) {
+    const int n = static_cast<int>(
+        std::min<size_t>(d.accounts.size(), std::numeric_limits<int>::max()));
+    for (int i = 0; i < n; ++i) {
+      const AccountDump& a = d.accounts[i];
+      // Parents come first (RecordMemoryMap, MemoryDumpFromJson); a dump
+      // built by hand may say otherwise: a parent that is not earlier ends
+      // the walk, so a cycle or an index out of range cannot hang or crash.
       int depth = 0;
-      for (int p = a.parent; p >= 0; p = d.accounts[p].parent) ++depth;
+      for (int c = i, p = a.parent; p >= 0 && p < c;
+           c = p, p = d.accounts[p].parent) {
+        ++depth;
+      }
       const size_t slash = a.path.rfind('/');
       std::string name =
           std::string(2 * depth, ' ') +

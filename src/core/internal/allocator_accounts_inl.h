@@ -60,6 +60,13 @@ inline bool Allocator::TryChargeAccountLocked(internal::AccountState* st,
   using internal::AboveReservation;
   // Every level is checked before any changes.
   if (internal::RefusingLevel(st, bytes) != nullptr) return false;
+  ApplyChargeLocked(st, bytes);
+  return true;
+}
+
+inline void Allocator::ApplyChargeLocked(internal::AccountState* st,
+                                         int64_t bytes) {
+  using internal::AboveReservation;
   int64_t amount = bytes;
   for (internal::AccountState* a = st; a != nullptr && amount > 0;
        a = a->parent.get()) {
@@ -71,7 +78,6 @@ inline bool Allocator::TryChargeAccountLocked(internal::AccountState* st,
     }
     amount = AboveReservation(now, *a) - AboveReservation(used, *a);
   }
-  return true;
 }
 
 inline absl::Status Allocator::ChargeForAllocationLocked(Account* account,

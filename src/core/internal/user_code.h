@@ -1,0 +1,54 @@
+// File: src/core/internal/user_code.h
+// -----------------------------------------------------------------------------
+//
+// The library's noexcept boundary toward code it calls: SubAllocator and
+// StreamOps methods, visitors, log sinks, callbacks (README, "Guarantees":
+// nothing thrown below the library leaves it). Private to the core (not
+// installed).
+#ifndef BFC_CORE_INTERNAL_USER_CODE_H_
+#define BFC_CORE_INTERNAL_USER_CODE_H_
+
+#include <cstddef>
+#include <exception>
+#include <new>
+#include <string>
+
+namespace bfc::internal {
+
+// Runs `f`; what it throws becomes false and *what (its what(), or a
+// description of a throw that is not a std::exception).
+template <typename F>
+bool CallUserCode(F&& f, std::string* what) {
+  try {
+    f();
+    return true;
+  } catch (const std::exception& e) {
+    try {
+      *what = e.what();
+    } catch (...) {
+      what->clear();  // no memory for the message: the failure still counts
+    }
+  } catch (...) {
+    try {
+      *what = "an exception that is not a std::exception";
+    } catch (...) {
+      what->clear();
+    }
+  }
+  return false;
+}
+
+// Whether the host can give `bytes` now. Messages about a failure are built
+// only then: with Debian's Abseil, a std::bad_alloc inside absl::StrFormat
+// ends the process (std::terminate) instead of reaching a catch, so a report
+// built while the host is out of memory would kill the caller.
+inline bool HostHasRoomFor(size_t bytes) {
+  void* p = ::operator new(bytes, std::nothrow);
+  if (p == nullptr) return false;
+  ::operator delete(p);
+  return true;
+}
+
+}  // namespace bfc::internal
+
+#endif  // BFC_CORE_INTERNAL_USER_CODE_H_
