@@ -421,6 +421,55 @@ TEST(AllocatorStreamsTest, ForgottenHandleReusedIsANewStream) {
   }
 }
 
+// A server that makes and destroys a stream per request: ForgetStream frees
+// the stream's slot for a later stream once nothing names its pending work,
+// so the allocator's stream table stays bounded (it kept one entry per
+// stream ever seen, and after 2^22 of them refused every stream call for
+// good), while the race checker still orders every reuse after the old
+// streams' work, under every rule combination.
+TEST(AllocatorStreamsTest, ForgottenStreamsSlotsAreReused) {
+  constexpr int kLifetimes = 300;
+  for (int rules = 0; rules < 8; ++rules) {
+    SCOPED_TRACE(RulesName(rules));
+    QuietLog quiet;
+    Rig r(Rules(rules), 8 * kMiB);
+    for (int i = 0; i < kLifetimes; ++i) {
+      const StreamId s = i % 2 == 0 ? kA : kB;  // handles come back
+      if (i >= 2) r.dev->CreateStream(s);
+      void* p = r.AllocUse(s, kMiB);
+      ASSERT_NE(p, nullptr) << i << ": " << r.last_status;
+      r.Free(p, s);
+      ASSERT_TRUE(r.alloc->ForgetStream(s).ok());
+      r.dev->DestroyStream(s);
+      // Some streams' work is still pending whenever slots are collected.
+      if (i % 7 == 0) r.dev->CompleteAll();
+    }
+    r.ExpectClean();
+    EXPECT_EQ(r.alloc->GetStreamStats().streams, kLifetimes + 1);
+    // Collections run every 64 forgotten streams (kMinSlotCollection).
+    EXPECT_LE(r.alloc->RecordMemoryMap().streams.size(), 2 * 64 + 2);
+    r.dev->CompleteAll();
+  }
+}
+
+// The same without StreamOps and at scale: a stream named once
+// (NotifyStreamWait) and forgotten, a million times over.
+TEST(AllocatorStreamsTest, AMillionStreamLifetimes) {
+  QuietLog quiet;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30), 64 * kMiB,
+              "stream-lifetimes");
+  for (int i = 0; i < 1000000; ++i) {
+    ASSERT_TRUE(a.NotifyStreamWait(kA, kImplicitStream).ok()) << i;
+    ASSERT_TRUE(a.ForgetStream(kA).ok());
+  }
+  absl::StatusOr<void*> p = a.AllocateOnStream(kA, kMiB);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(a.DeallocateOnStream(*p, kA).ok());
+  EXPECT_EQ(a.GetStreamStats().streams, 1000000 + 2);
+  EXPECT_LE(a.RecordMemoryMap().streams.size(), 2 * 64 + 2);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+}
+
 // onnxruntime#29351: memory tagged by a stream that never runs again must
 // come back once its work is done (there a dummy stream's tag pinned about
 // 2 GiB per run). D frees and is never used again; E gets the memory under

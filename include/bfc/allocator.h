@@ -223,6 +223,9 @@ class Allocator {
   // error is returned and the stream is forgotten all the same (its handle
   // may come back as a new stream): memory freed on it that was still
   // pending is then never handed out again, since nothing can show it safe.
+  // Once none of its work is pending any more, its entry in the allocator's
+  // stream table goes to a later stream: creating and forgetting streams
+  // forever (a stream per request) keeps the table bounded.
   [[nodiscard]] absl::Status ForgetStream(StreamId stream);
   // The events for cross-stream reuse. FailedPrecondition once a stream
   // other than kImplicitStream has been used, or when already set.
@@ -680,9 +683,10 @@ class Allocator {
   struct StreamState {
     StreamId id = kImplicitStream;
     bool forgotten = false;
-    uint64_t seq = 0;        // points stamped on it so far
-    uint64_t recorded = 0;   // the point the newest event covers
-    uint64_t completed = 0;  // the point known complete
+    bool on_free_list = false;  // forgotten, named by nothing: free_slots_
+    uint64_t seq = 0;           // points stamped on it so far
+    uint64_t recorded = 0;      // the point the newest event covers
+    uint64_t completed = 0;     // the point known complete
     // Recorded events not yet known complete, oldest first, with the point
     // each covers.
     std::vector<std::pair<StreamOps::Event, uint64_t>> events;
@@ -695,9 +699,17 @@ class Allocator {
     uint32_t refs = 0;  // chunks holding it; 0: on free_multi_fences_
   };
   // The slot of `stream`, registering it (and leaving single-stream mode)
-  // when new; ResourceExhausted past kMaxStreams.
+  // when new, in a recycled slot when one is free; ResourceExhausted when
+  // kMaxStreams slots are all taken.
   absl::StatusOr<StreamSlot> SlotFor(StreamId stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Makes the slots of forgotten streams that nothing names any more (no
+  // fence, multi-fence, wait or use by another stream) free for new streams,
+  // giving up their events. O(fenced chunks + multi-fences + streams' waits),
+  // run once forgotten slots reach next_slot_collection_ (so amortized over
+  // at least kMinSlotCollection stream lifetimes).
+  void CollectForgottenSlots() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  static constexpr size_t kMinSlotCollection = 64;
   // The fence a free on `slot` stamps now (with the uses RecordStreamUse
   // added to chunk h).
   uint64_t StampFree(ChunkHandle h, StreamSlot slot)
@@ -911,6 +923,13 @@ class Allocator {
   static constexpr size_t kMinHandleRoom = 32;
   uint32_t slow_paths_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<StreamState> streams_ ABSL_GUARDED_BY(mutex_);
+  // Slots of forgotten streams nothing names any more, for new streams; how
+  // many slots are forgotten and not yet free; when to look for more; and
+  // the streams seen over the allocator's life (StreamStats::streams).
+  std::vector<StreamSlot> free_slots_ ABSL_GUARDED_BY(mutex_);
+  size_t forgotten_slots_ ABSL_GUARDED_BY(mutex_) = 0;
+  size_t next_slot_collection_ ABSL_GUARDED_BY(mutex_) = kMinSlotCollection;
+  int64_t streams_seen_ ABSL_GUARDED_BY(mutex_) = 1;
   absl::flat_hash_map<StreamId, StreamSlot> stream_slots_
       ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<StreamOps> stream_ops_ ABSL_GUARDED_BY(mutex_);

@@ -2289,6 +2289,12 @@ size_t Allocator::MetadataBytes() const {
       sizeof(*this) + chunks_.MetadataBytes() + region_manager_.MetadataBytes();
   // B-tree nodes, live and recycled.
   for (const internal::Bin& b : bins_) bytes += b.node_bytes();
+  // Streams: one state per slot (forgotten ones are reused).
+  bytes += streams_.capacity() * sizeof(StreamState);
+  for (const StreamState& st : streams_) {
+    bytes += st.events.capacity() * sizeof(st.events[0]) +
+             st.waits_for.capacity() * sizeof(st.waits_for[0]);
+  }
   return bytes;
 }
 

@@ -126,6 +126,7 @@ absl::Status Allocator::ForgetStream(StreamId stream) {
     }
   }
   st.forgotten = true;
+  ++forgotten_slots_;
   stream_slots_.erase(it);
   // Nobody waits for a forgotten stream's future work, and it waits for
   // nothing any more.
@@ -146,7 +147,7 @@ Allocator::StreamStats Allocator::GetStreamStats() const {
 
 Allocator::StreamStats Allocator::StreamStatsLocked() const {
   StreamStats s = stream_stats_;
-  s.streams = static_cast<int64_t>(streams_.size());
+  s.streams = streams_seen_;
   s.bytes_pending = 0;
   for (const internal::Bin& bin : bins_) {
     bin.ForEach([&](const internal::Bin::Entry& e)
@@ -168,6 +169,24 @@ Allocator::StreamStats Allocator::StreamStatsLocked() const {
 absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
   auto it = stream_slots_.find(stream);
   if (ABSL_PREDICT_TRUE(it != stream_slots_.end())) return it->second;
+  if (free_slots_.empty() && (forgotten_slots_ >= next_slot_collection_ ||
+                              streams_.size() >= kMaxStreams)) {
+    CollectForgottenSlots();
+  }
+  if (!free_slots_.empty()) {
+    // A forgotten stream's slot that nothing names any more. Its points keep
+    // counting up (all of them complete as far as anyone can ask), so a
+    // point of the new stream is never one of the old one's.
+    const StreamSlot slot = free_slots_.back();
+    stream_slots_.emplace(stream, slot);
+    free_slots_.pop_back();
+    StreamState& st = streams_[slot];
+    st.id = stream;
+    st.forgotten = false;
+    st.on_free_list = false;
+    ++streams_seen_;
+    return slot;
+  }
   if (streams_.size() >= kMaxStreams) {
     return absl::ResourceExhaustedError(
         absl::StrCat("Allocator '", name_, "': more than ", kMaxStreams,
@@ -178,6 +197,7 @@ absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
   streams_.emplace_back();
   streams_.back().id = stream;
   stream_slots_.emplace(stream, slot);
+  ++streams_seen_;
   if (!multi_stream_) {
     // Leaving single-stream mode: memory freed so far on the implicit stream
     // may still be in use by its work; fence it all with one point.
@@ -193,6 +213,79 @@ absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
     }
   }
   return slot;
+}
+
+void Allocator::CollectForgottenSlots() {
+  // What completed since is known first.
+  PollStreams();
+  // Which slots something still names: a pending point of a fence on a free
+  // chunk (every such chunk is on the fenced-chunk list, unless a listing
+  // failed for want of memory: then the bins and the parked dedicated chunks
+  // hold them all), of a multi-fence, another stream's use of a live chunk.
+  std::vector<bool> named(streams_.size(), false);
+  std::vector<std::pair<StreamSlot, uint64_t>> parts;
+  // A point known complete names nothing: the slot's points all count as
+  // complete once it is free (and a new stream's points come after them).
+  auto name_fence = [&](uint64_t fence) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    FenceParts(fence, &parts);
+    for (const auto& [p, q] : parts) {
+      if (q > streams_[p].completed) named[p] = true;
+    }
+  };
+  if (!fence_list_lost_) {
+    for (const ChunkHandle h : fenced_chunks_) {
+      if (chunks_.InRange(h) && chunks_[h].fence != 0) {
+        name_fence(chunks_[h].fence);
+      }
+    }
+  } else {
+    for (const internal::Bin& bin : bins_) {
+      bin.ForEach([&](const internal::Bin::Entry& e)
+                      ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+                        name_fence(chunks_[e.handle].fence);
+                      });
+    }
+  }
+  for (const ChunkHandle h : pending_dedicated_) name_fence(chunks_[h].fence);
+  for (const MultiFence& m : multi_fences_) {
+    if (m.refs == 0) continue;
+    for (const auto& [p, q] : m.parts) {
+      if (q > streams_[p].completed) named[p] = true;
+    }
+  }
+  for (const auto& [h, uses] : extra_uses_) {
+    for (const StreamSlot u : uses) named[u] = true;
+  }
+  size_t freed = 0;
+  for (StreamSlot p = 1; p < streams_.size(); ++p) {
+    StreamState& st = streams_[p];
+    if (!st.forgotten || st.on_free_list || named[p]) continue;
+    // Nothing can ask about its points any more: its events serve nothing,
+    // and every point counts as complete.
+    for (const auto& [event, covers] : st.events) CallReleaseEvent(event);
+    st.events.clear();
+    st.waits_for.clear();
+    st.completed = st.recorded = st.seq;
+    st.on_free_list = true;
+    free_slots_.push_back(p);
+    ++freed;
+  }
+  if (freed > 0) {
+    // Nobody waits for a stream that is gone.
+    for (StreamState& st : streams_) {
+      st.waits_for.erase(
+          std::remove_if(st.waits_for.begin(), st.waits_for.end(),
+                         [&](const std::pair<StreamSlot, uint64_t>& w)
+                             ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+                               return streams_[w.first].on_free_list;
+                             }),
+          st.waits_for.end());
+    }
+  }
+  forgotten_slots_ -= freed;
+  // Slots still named are looked at again after as many more lifetimes: the
+  // cost stays amortized however long their memory stays pending.
+  next_slot_collection_ = std::max(kMinSlotCollection, 2 * forgotten_slots_);
 }
 
 uint64_t Allocator::StampFree(ChunkHandle h, StreamSlot slot) {
@@ -644,6 +737,25 @@ absl::Status Allocator::ValidateStreamsLocked() const {
       }
     }
   }
+  size_t on_free_list = 0, forgotten = 0;
+  for (const StreamState& st : streams_) {
+    forgotten += st.forgotten && !st.on_free_list;
+    on_free_list += st.on_free_list;
+    if (st.on_free_list && (!st.forgotten || !st.events.empty() ||
+                            !st.waits_for.empty() || st.completed != st.seq)) {
+      return fail("a free stream slot still holds a stream's state");
+    }
+  }
+  if (on_free_list != free_slots_.size() || forgotten != forgotten_slots_) {
+    return fail("free stream slots: ", free_slots_.size(), " listed, ",
+                on_free_list, " marked; forgotten slots: ", forgotten_slots_,
+                " counted, ", forgotten, " marked");
+  }
+  for (const StreamSlot p : free_slots_) {
+    if (p == 0 || p >= streams_.size() || !streams_[p].on_free_list) {
+      return fail("free stream slot ", p, " is not a forgotten stream's");
+    }
+  }
   if (stream_slots_.size() > streams_.size()) {
     return fail("more stream handles than slots");
   }
@@ -677,6 +789,10 @@ absl::Status Allocator::ValidateStreamsLocked() const {
         if (p >= streams_.size() || q == 0 || q > streams_[p].seq) {
           return fail("chunk ", h, " has a fence (stream ", p, ", point ", q,
                       ") never stamped");
+        }
+        if (streams_[p].on_free_list && q > streams_[p].completed) {
+          return fail("chunk ", h, " has a pending fence on stream slot ", p,
+                      ", which is free for a new stream");
         }
       }
     }
