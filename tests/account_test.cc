@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bfc/allocator.h"
 #include "bfc/log.h"
 #include "bfc/memory_dump.h"
@@ -704,6 +706,38 @@ TEST_F(AccountTest, AnOnLimitExceededThatThrowsRefusesTheAllocation) {
   EXPECT_TRUE(log.Contains("on_limit_exceeded threw (eviction failed)",
                            LogSeverity::kError));
   EXPECT_EQ(child->GetStats().bytes_in_use, 0);
+}
+
+// Close() while an allocation charged to the account waits for memory (the
+// retry path): refused, so that allocation does not complete on a closed
+// account after Close() said nothing was charged (found by a concurrency
+// review); once it returned, the account closes.
+TEST(AccountConcurrencyTest, CloseWaitsForAnAllocationInFlight) {
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.allow_growth = false;
+  o.retry_timeout = absl::Seconds(20);
+  Allocator alloc(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+                  4 * kMiB, "close", o);
+  auto root = *Account::CreateRoot(&alloc, Named("root"));
+  auto child = *root->CreateChild(Named("child", kNoAccountLimit, 3 * kMiB));
+  void* hog = alloc.AllocateRaw(256, 3 * kMiB);
+  ASSERT_NE(hog, nullptr);
+  absl::StatusOr<void*> got = absl::UnknownError("not run");
+  std::thread waiter([&] { got = child->Allocate(2 * kMiB); });
+  while (alloc.GetStats()->num_retries == 0) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  const absl::Status closed = child->Close();
+  EXPECT_EQ(closed.code(), absl::StatusCode::kFailedPrecondition) << closed;
+  EXPECT_THAT(std::string(closed.message()), HasSubstr("in progress"));
+  alloc.DeallocateRaw(hog);  // wakes the waiter
+  waiter.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(child->GetStats().live_allocations, 1);
+  ASSERT_TRUE(child->Deallocate(*got).ok());
+  EXPECT_TRUE(child->Close().ok());
+  EXPECT_TRUE(alloc.Validate().ok()) << alloc.Validate();
 }
 
 }  // namespace

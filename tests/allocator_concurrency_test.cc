@@ -15,6 +15,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,8 @@
 #include "absl/time/time.h"
 #include "bfc/allocator.h"
 #include "bfc/host_sub_allocator.h"
+#include "bfc/log.h"
+#include "bfc/memory_dump.h"
 #include "bfc/units.h"
 #include "gtest/gtest.h"
 #include "testing/fake_sub_allocator.h"
@@ -296,6 +299,66 @@ INSTANTIATE_TEST_SUITE_P(Threads, ConcurrencyTest, ::testing::Values(2, 4, 8),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "Threads";
                          });
+
+// Memory maps with allocation sites from several threads at once: the
+// symbolizer's process-wide state is used by one thread at a time (under
+// TSan, two dumps at once were reported as a race inside Abseil's
+// symbolizer, in the OOM log under one allocator's lock too).
+TEST(AllocatorConcurrencyTest, MemoryMapsWithSitesFromManyThreads) {
+  Fuse fuse(absl::Seconds(60), "MemoryMapsWithSitesFromManyThreads");
+  Allocator::Options o;
+  o.record_allocation_sites = true;
+  Allocator a(std::make_unique<HostSubAllocator>(), 16 * kMiB, "sites", o);
+  std::vector<void*> live;
+  for (int i = 0; i < 32; ++i) live.push_back(a.AllocateRaw(256, 1024));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) {
+        const MemoryDump d = a.RecordMemoryMap();
+        ASSERT_EQ(d.chunks.size(), 33u);  // the 32 and the free rest
+        ASSERT_FALSE(d.chunks[0].site.empty());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (void* p : live) a.DeallocateRaw(p);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+}
+
+// A log sink that, on one allocator's out-of-memory report, looks at another
+// allocator (the usage of every device, say) while both run out at once:
+// the report is sent after the allocator's lock is released, so neither
+// thread holds its lock while waiting for the other's (it deadlocked).
+TEST(AllocatorConcurrencyTest, ASinkMayLookAtOtherAllocatorsOnOutOfMemory) {
+  Fuse fuse(absl::Seconds(60), "ASinkMayLookAtOtherAllocatorsOnOutOfMemory");
+  Allocator::Options o;
+  o.allow_growth = false;
+  o.allow_retry_on_failure = false;
+  o.max_oom_logs = 1000000;
+  Allocator a(std::make_unique<HostSubAllocator>(), 1 * kMiB, "devA", o);
+  Allocator b(std::make_unique<HostSubAllocator>(), 1 * kMiB, "devB", o);
+  std::atomic<int64_t> looked{0};
+  LogSink previous = SetLogSink([&](LogSeverity, std::string_view message) {
+    if (message.find("'devA'") != std::string_view::npos) {
+      if (b.GetStats().has_value()) ++looked;
+    } else if (message.find("'devB'") != std::string_view::npos) {
+      if (a.GetStats().has_value()) ++looked;
+    }
+  });
+  std::vector<std::thread> threads;
+  for (Allocator* mine : {&a, &b}) {
+    threads.emplace_back([mine] {
+      for (int i = 0; i < 500; ++i) {
+        ASSERT_EQ(mine->AllocateRaw(256, 2 * kMiB), nullptr);  // over the limit
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  SetLogSink(std::move(previous));
+  EXPECT_GE(looked.load(), 1000);
+  EXPECT_EQ(a.GetStats()->num_ooms, 500);
+}
 
 TEST(FuseTest, ABlownFuseFailsTheProcess) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

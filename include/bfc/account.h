@@ -140,9 +140,10 @@ class Account : public std::enable_shared_from_this<Account> {
   AccountStats GetStats() const;
   // peak_bytes_in_use = bytes_in_use.
   void ResetPeak();
-  // FailedPrecondition while children are open; otherwise closes (idempotent)
-  // and returns FailedPrecondition listing the leaks if any allocation is
-  // still charged here, else OK. Leaks are never freed.
+  // FailedPrecondition while children are open or an allocation charged here
+  // is in progress (another thread's, waiting for memory); otherwise closes
+  // (idempotent) and returns FailedPrecondition listing the leaks if any
+  // allocation is still charged here, else OK. Leaks are never freed.
   absl::Status Close();
   bool closed() const;
   // Allocations still charged to this account.

@@ -95,6 +95,7 @@
 #include "bfc/internal/constants.h"
 #include "bfc/internal/mutex.h"
 #include "bfc/internal/region_manager.h"
+#include "bfc/log.h"
 #include "bfc/memory_dump.h"
 #include "bfc/shared_counter.h"
 #include "bfc/stream_ops.h"
@@ -654,12 +655,16 @@ class Allocator {
   // Logs OomMessage (or `cause`, when the failure has one) and the occupancy
   // picture, with TF's memory log the first time, at most
   // Options::max_oom_logs times per allocator; then one line per
-  // power-of-two count of suppressed reports. Never throws: a report the
-  // host has no memory to build is dropped (counted as suppressed).
+  // power-of-two count of suppressed reports: the messages go to *report,
+  // for the caller to log once the lock is released. Never throws: a report
+  // the host has no memory to build is dropped (counted as suppressed).
   void LogOom(size_t num_bytes, size_t rounded, size_t alignment,
-              const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+              const absl::Status& cause,
+              std::vector<std::pair<LogSeverity, std::string>>* report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void LogOomUnguarded(size_t num_bytes, size_t rounded, size_t alignment,
-                       const absl::Status& cause)
+                       const absl::Status& cause,
+                       std::vector<std::pair<LogSeverity, std::string>>* report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Host memory a failure report is built only with (HostHasRoomFor): more
   // than the report and the occupancy picture of a pool of ~10k chunks take.

@@ -12,9 +12,14 @@
 //     MyLogger::Write(s == bfc::LogSeverity::kError ? "E" : "W", msg);
 //   });
 //
-// Thread safety: SetLogSink and Log may be called from any thread. The sink is
-// called without any allocator lock held by the caller's thread beyond the
-// allocator's own (a sink must not call back into the allocator that logged).
+// Thread safety: SetLogSink and Log may be called from any thread. An
+// allocator's out-of-memory report reaches the sink with no allocator lock
+// held: the sink may look at any allocator then (every device's usage, say).
+// Other messages (a caller's invalid free or request, StreamOps and
+// sub-allocator failures, destruction reports) come with the logging
+// allocator's lock held: the sink must not call back into that allocator,
+// and should not call into another one either (two allocators logging such
+// messages at once would each wait for the other's lock).
 #ifndef BFC_LOG_H_
 #define BFC_LOG_H_
 

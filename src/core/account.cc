@@ -254,6 +254,15 @@ absl::Status Account::CloseImpl(bool from_destructor) {
             "account '%s' cannot close: %d children are open (%s)", s.path,
             open.size(), absl::StrJoin(open, ", ")));
       }
+      // An allocation charged here and still in flight (waiting for another
+      // thread's free to retry) would otherwise complete on a closed account
+      // after Close() said nothing was charged.
+      if (s.pending != 0) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "account '%s' cannot close: an allocation charged to it is in "
+            "progress (%s, waiting for memory); close it once that returns",
+            s.path, Bytes(s.pending)));
+      }
       s.closed = true;
       if (s.parent != nullptr) s.parent->open_child_names.erase(s.name);
       // The reservation goes back to the parent; what is still charged

@@ -579,14 +579,25 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
                 memory_limit_ - total_region_allocated_bytes_);
   }
   // TF logs non-retryable failures too: the caller may have a fallback, but
-  // the user may want to know memory was short.
-  LogOom(num_bytes, rounded, alignment, cause);
+  // the user may want to know memory was short. Built here, sent once the
+  // lock is released: a sink may then look at other allocators (their
+  // usage, on this one's out-of-memory) without two allocators' locks ever
+  // being held at once (each waiting for the other's, as both log).
+  std::vector<std::pair<LogSeverity, std::string>> report;
+  LogOom(num_bytes, rounded, alignment, cause, &report);
   if (failure != nullptr) {
     *failure = cause.ok() ? absl::ResourceExhaustedError(
                                 OomMessage(num_bytes, rounded, alignment))
                           : cause;
   }
   MaybeValidate("AllocateRaw (out of memory)");
+  if (!report.empty()) {
+    // The charge goes back first: no other call sees it while unlocked.
+    std::move(uncharge).Invoke();
+    mutex_.Unlock();
+    for (const auto& [severity, message] : report) Log(severity, message);
+    mutex_.Lock();  // released again by `lock`
+  }
   return nullptr;
 }
 
@@ -1836,8 +1847,10 @@ std::string Allocator::OomMessage(size_t num_bytes, size_t rounded,
       HumanBytes(uint64_t{LargestFreeChunkLocked()}));
 }
 
-void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment,
-                       const absl::Status& cause) {
+void Allocator::LogOom(
+    size_t num_bytes, size_t rounded, size_t alignment,
+    const absl::Status& cause,
+    std::vector<std::pair<LogSeverity, std::string>>* report) {
   // The report is built from strings; when the host is out of memory too,
   // it is dropped rather than thrown out of a failed allocation (or, inside
   // absl::StrFormat, turned into std::terminate: see HostHasRoomFor).
@@ -1846,21 +1859,25 @@ void Allocator::LogOom(size_t num_bytes, size_t rounded, size_t alignment,
     return;
   }
   try {
-    LogOomUnguarded(num_bytes, rounded, alignment, cause);
+    LogOomUnguarded(num_bytes, rounded, alignment, cause, report);
   } catch (...) {
+    report->clear();
     ++oom_logs_suppressed_;
   }
 }
 
-void Allocator::LogOomUnguarded(size_t num_bytes, size_t rounded,
-                                size_t alignment, const absl::Status& cause) {
+void Allocator::LogOomUnguarded(
+    size_t num_bytes, size_t rounded, size_t alignment,
+    const absl::Status& cause,
+    std::vector<std::pair<LogSeverity, std::string>>* report) {
   if (opts_.max_oom_logs <= 0) return;
   if (oom_logs_ >= opts_.max_oom_logs) {
     // A storm: one line at each power-of-two count, so n failures log
     // O(log n) lines and the count of what was dropped is never lost.
     ++oom_logs_suppressed_;
     if ((oom_logs_suppressed_ & (oom_logs_suppressed_ - 1)) == 0) {
-      Log(LogSeverity::kWarning,
+      report->emplace_back(
+          LogSeverity::kWarning,
           absl::StrFormat("Allocator '%s': %d similar out-of-memory "
                           "report(s) suppressed so far (max_oom_logs=%d); "
                           "the latest asked for %d bytes",
@@ -1873,11 +1890,14 @@ void Allocator::LogOomUnguarded(size_t num_bytes, size_t rounded,
   const std::string what = cause.ok()
                                ? OomMessage(num_bytes, rounded, alignment)
                                : std::string(cause.message());
-  Log(LogSeverity::kWarning,
+  report->emplace_back(
+      LogSeverity::kWarning,
       absl::StrCat(what, "\nOccupancy: ", RenderOccupancyLocked()));
   // TF's memory log lists every chunk: once per allocator is enough to see
   // the picture, and a storm of them buries everything else.
-  if (oom_logs_ == 1) Log(LogSeverity::kWarning, MemoryLogLocked(num_bytes));
+  if (oom_logs_ == 1) {
+    report->emplace_back(LogSeverity::kWarning, MemoryLogLocked(num_bytes));
+  }
 }
 
 // --- Deallocation ------------------------------------------------------------

@@ -24,6 +24,7 @@
 #include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
+#include "bfc/internal/mutex.h"
 #include "bfc/log.h"
 #include "bfc/memory_dump.h"
 #include "core/internal/account_state.h"
@@ -69,10 +70,18 @@ class Symbolizer {
     char buf[1024];
     // A return address points after the call; pc - 1 is inside it, which
     // matters when the call is a function's last instruction.
-    std::string name =
-        absl::Symbolize(static_cast<char*>(pc) - 1, buf, sizeof(buf))
-            ? std::string(buf)
-            : absl::StrFormat("%p", pc);
+    bool found;
+    {
+      // One thread at a time: absl::Symbolize keeps process-wide state
+      // (its cached object files) that it hands between threads in a way
+      // ThreadSanitizer cannot see through Debian's uninstrumented library,
+      // so two dumps at once were reported as a race. Held by nothing else,
+      // so it cannot be part of a cycle.
+      static internal::Mutex* const symbolize_mutex = new internal::Mutex;
+      internal::MutexLock lock(symbolize_mutex);
+      found = absl::Symbolize(static_cast<char*>(pc) - 1, buf, sizeof(buf));
+    }
+    std::string name = found ? std::string(buf) : absl::StrFormat("%p", pc);
     return cache_.emplace(pc, std::move(name)).first->second;
   }
 

@@ -19,8 +19,9 @@
 //   2. An allocator's mutex (Allocator::mutex_, src/core/allocator.cc): all of
 //      one allocator's state (chunks, bins, regions, stats, allocation sites);
 //      Allocator::freed_cv_ waits on it. Held across calls into the
-//      allocator's SubAllocator and into Log(). Never two allocators' mutexes
-//      at once.
+//      allocator's SubAllocator and into Log() (not the out-of-memory
+//      report, sent once it is released). Never two allocators' mutexes at
+//      once.
 //   3. The log sink's mutex (log_sink_mutex below, src/core/log.cc): the sink
 //      pointer only. Held while the sink is copied, never while it runs.
 //
