@@ -38,6 +38,18 @@ namespace {
 
 std::string StreamName(StreamId s) { return absl::StrFormat("%p", s); }
 
+// A StreamOps method (`call`, returning a Status or StatusOr R) through the
+// library's noexcept boundary: what it throws becomes an Internal status
+// naming the method.
+template <typename R, typename F>
+R CallStreamOps(const char* method, F&& call) {
+  R result = absl::InternalError("");
+  std::string what;
+  if (internal::CallUserCode([&] { result = call(); }, &what)) return result;
+  return absl::InternalError(
+      absl::StrCat("StreamOps::", method, " threw: ", what));
+}
+
 }  // namespace
 
 // --- Public calls -----------------------------------------------------------
@@ -508,60 +520,33 @@ bool Allocator::EventCovering(StreamSlot producer, uint64_t point,
 }
 
 absl::StatusOr<StreamOps::Event> Allocator::CallRecordEvent(StreamId stream) {
-  absl::StatusOr<StreamOps::Event> e = absl::InternalError("");
-  std::string what;
-  if (internal::CallUserCode(
-          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
-            e = stream_ops_->RecordEvent(stream);
-          },
-          &what)) {
-    return e;
-  }
-  return absl::InternalError(
-      absl::StrCat("StreamOps::RecordEvent threw: ", what));
+  return CallStreamOps<absl::StatusOr<StreamOps::Event>>(
+      "RecordEvent", [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+        return stream_ops_->RecordEvent(stream);
+      });
 }
 
 absl::StatusOr<bool> Allocator::CallQueryEvent(StreamOps::Event event) {
-  absl::StatusOr<bool> complete = false;
-  std::string what;
-  if (internal::CallUserCode(
-          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
-            complete = stream_ops_->QueryEvent(event);
-          },
-          &what)) {
-    return complete;
-  }
-  return absl::InternalError(
-      absl::StrCat("StreamOps::QueryEvent threw: ", what));
+  return CallStreamOps<absl::StatusOr<bool>>(
+      "QueryEvent", [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+        return stream_ops_->QueryEvent(event);
+      });
 }
 
 absl::Status Allocator::CallStreamWaitEvent(StreamId stream,
                                             StreamOps::Event event) {
-  absl::Status s;
-  std::string what;
-  if (internal::CallUserCode(
-          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
-            s = stream_ops_->StreamWaitEvent(stream, event);
-          },
-          &what)) {
-    return s;
-  }
-  return absl::InternalError(
-      absl::StrCat("StreamOps::StreamWaitEvent threw: ", what));
+  return CallStreamOps<absl::Status>(
+      "StreamWaitEvent", [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+        return stream_ops_->StreamWaitEvent(stream, event);
+      });
 }
 
 absl::Status Allocator::CallSynchronizeEvent(StreamOps::Event event) {
-  absl::Status s;
-  std::string what;
-  if (internal::CallUserCode(
-          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
-            s = stream_ops_->SynchronizeEvent(event);
-          },
-          &what)) {
-    return s;
-  }
-  return absl::InternalError(
-      absl::StrCat("StreamOps::SynchronizeEvent threw: ", what));
+  return CallStreamOps<absl::Status>(
+      "SynchronizeEvent",
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+        return stream_ops_->SynchronizeEvent(event);
+      });
 }
 
 void Allocator::CallReleaseEvent(StreamOps::Event event) {
