@@ -264,6 +264,49 @@ TEST(TimestampedReuseTest, FrontierWakesAWaitingAllocation) {
   r.Free(whole);
 }
 
+// While one allocation waits (unlocked) for a free with its freed_by_func
+// bound, another thread's allocation that names none may use any chunk: it
+// takes the best fit, not the best among the chunks the waiter may use (the
+// waiter's bound was left in the allocator's per-call state, and the second
+// allocation's search read it).
+TEST(TimestampedReuseTest, AWaitersBoundDoesNotNarrowAnotherAllocation) {
+  QuietLog quiet;
+  Rig r(8 * kMiB, /*retry=*/true, absl::Seconds(20));
+  void* x = r.Alloc(2 * kMiB);
+  void* s1 = r.Alloc(kMiB);
+  void* y = r.Alloc(kMiB);
+  void* rest = r.Alloc(4 * kMiB);
+  ASSERT_TRUE(x && s1 && y && rest);
+  r.Free(x);  // count 1: the waiter may use it
+  r.counter.next();
+  r.counter.next();
+  r.Free(y);  // count 4: the waiter may not
+  std::atomic<int> calls{0};
+  std::function<uint64_t()> f = [&calls] {
+    ++calls;
+    return uint64_t{2};
+  };
+  void* waited = nullptr;
+  std::thread waiter([&] {
+    AllocationAttributes attr;
+    attr.freed_by_func = &f;
+    waited = r.alloc->AllocateRaw(kMinAllocationSize, 3 * kMiB, attr);
+  });
+  while (r.alloc->GetStats()->num_retries == 0) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  // Best fit for 1 MiB is y (1 MiB), not x (2 MiB).
+  void* q = r.alloc->AllocateRaw(kMinAllocationSize, kMiB);
+  EXPECT_EQ(q, y);
+  r.Free(rest);  // count 5: safe for the waiter once the frontier passes it
+  r.alloc->SetSafeFrontier(6);  // wakes the waiter
+  waiter.join();
+  EXPECT_EQ(waited, rest);
+  r.Free(q);
+  r.Free(waited);
+  r.Free(s1);
+}
+
 // A freed_by_func that throws is logged and the allocation goes on without
 // a limit; nothing escapes.
 TEST(TimestampedReuseTest, ThrowingFuncMeansNoLimit) {

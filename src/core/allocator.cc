@@ -401,7 +401,11 @@ void* Allocator::AllocateChargedFast(size_t alignment, size_t num_bytes,
 ABSL_ATTRIBUTE_NOINLINE void* Allocator::AllocateFastSlow(size_t alignment,
                                                           size_t rounded,
                                                           size_t num_bytes) {
+  // This call's own: another thread's call may have left its values while
+  // it waits unlocked (the retry wait, its freed_by_func, its OOM report),
+  // and its freed_by_func bound would narrow this search to a worse fit.
   alloc_stream_ = 0;
+  alloc_freed_before_ = 0;
   // Host memory ran short: AllocateLocked grows the tables first.
   if (slow_paths_ & kShortPath) return nullptr;
   if (timing_counter_ != nullptr) MergeTimestampedChunks(0);
