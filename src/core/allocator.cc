@@ -1855,6 +1855,14 @@ void Allocator::LogOom(
     size_t num_bytes, size_t rounded, size_t alignment,
     const absl::Status& cause,
     std::vector<std::pair<LogSeverity, std::string>>* report) {
+  // A storm past max_oom_logs logs one line per power-of-two count
+  // (LogOomUnguarded): the others build nothing.
+  if (opts_.max_oom_logs <= 0) return;
+  if (oom_logs_ >= opts_.max_oom_logs &&
+      ((oom_logs_suppressed_ + 1) & oom_logs_suppressed_) != 0) {
+    ++oom_logs_suppressed_;
+    return;
+  }
   // The report is built from strings; when the host is out of memory too,
   // it is dropped rather than thrown out of a failed allocation (or, inside
   // absl::StrFormat, turned into std::terminate: see HostHasRoomFor).
@@ -2041,10 +2049,15 @@ absl::Status Allocator::RecordStreamUse(void* ptr, StreamId stream) {
 
 void Allocator::ReportInvalid(absl::FunctionRef<std::string()> describe) {
   ++invalid_reports_;
+  // A storm of bad calls logs one line per power-of-two count past the
+  // first reports (LogInvalid): the others build nothing.
+  const int64_t suppressed = invalid_reports_ - kMaxInvalidInputLogs;
+  const bool silent = suppressed > 0 && !opts_.abort_on_invalid_input &&
+                      (suppressed & (suppressed - 1)) != 0;
   // The message is built only when the host can spare the memory (see
   // HostHasRoomFor): a caller's mistake must not also cost an exception or
   // the process. Without it, only the counts record the mistake.
-  if (internal::HostHasRoomFor(kReportRoomBytes)) {
+  if (!silent && internal::HostHasRoomFor(kReportRoomBytes)) {
     try {
       LogInvalid(describe());
     } catch (...) {
