@@ -233,7 +233,7 @@ void Allocator::CollectForgottenSlots() {
   // Which slots something still names: a pending point of a fence on a free
   // chunk (every such chunk is on the fenced-chunk list, unless a listing
   // failed for want of memory: then the bins and the parked dedicated chunks
-  // hold them all), of a multi-fence, another stream's use of a live chunk.
+  // hold them all), or another stream's use of a live chunk.
   std::vector<bool> named(streams_.size(), false);
   std::vector<std::pair<StreamSlot, uint64_t>> parts;
   // A point known complete names nothing: the slot's points all count as
@@ -258,13 +258,9 @@ void Allocator::CollectForgottenSlots() {
                       });
     }
   }
+  // (A multi-fence is named through the chunks holding it: Validate checks
+  // that its count of holders is exact.)
   for (const ChunkHandle h : pending_dedicated_) name_fence(chunks_[h].fence);
-  for (const MultiFence& m : multi_fences_) {
-    if (m.refs == 0) continue;
-    for (const auto& [p, q] : m.parts) {
-      if (q > streams_[p].completed) named[p] = true;
-    }
-  }
   for (const auto& [h, uses] : extra_uses_) {
     for (const StreamSlot u : uses) named[u] = true;
   }
