@@ -64,7 +64,8 @@
 //   alloc.Deallocate(*p).IgnoreError();
 //
 // Thread safety: thread-safe. One mutex guards all state; the
-// sub-allocator and the log sink are called with it held.
+// sub-allocator is called with it held, the log sink after it is released
+// (bfc/log.h), so a sink may call back into the allocator.
 #ifndef BFC_ALLOCATOR_H_
 #define BFC_ALLOCATOR_H_
 
@@ -884,9 +885,46 @@ class Allocator {
 
   // Guards everything below. Taken after the C ABI's registry mutex and
   // before the log sink's (bfc/internal/mutex.h, "Locks"); held across calls
-  // into sub_allocator_ and Log(), which must not call back into this
-  // allocator.
+  // into sub_allocator_, which must not call back into this allocator.
+  // Messages go to the log sink after it is released (Lock, DeferLog), so
+  // the sink may.
   mutable internal::Mutex mutex_ ABSL_ACQUIRED_BEFORE(internal::log_sink_mutex);
+  // Holds mutex_ for a scope. The messages queued under it (DeferLog) reach
+  // the log sink once mutex_ is released: a sink that calls back into this
+  // allocator (its stats, a memory summary) would otherwise deadlock, and one
+  // that takes a lock of its own while another thread holds it and waits for
+  // this allocator would deadlock with that thread. Every scope that may log
+  // takes mutex_ through Lock, or calls SendDeferredLogs after it (the two
+  // hot paths, AllocateFast and DeallocateRaw, where Lock's check cost 6 %).
+  class ABSL_SCOPED_LOCKABLE Lock {
+   public:
+    explicit Lock(const Allocator* a) ABSL_EXCLUSIVE_LOCK_FUNCTION(a->mutex_)
+        : a_(a) {
+      a_->mutex_.Lock();
+    }
+    ~Lock() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (ABSL_PREDICT_TRUE(a_->deferred_logs_.empty())) {
+        a_->mutex_.Unlock();
+      } else {
+        a_->UnlockAndSendDeferredLogs();
+      }
+    }
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
+
+   private:
+    const Allocator* const a_;
+  };
+  // Queues a message for the log sink, sent when the Lock scope ends. With
+  // no host memory to queue it, it is sent at once (under mutex_).
+  void DeferLog(LogSeverity severity, std::string message) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Releases mutex_, then sends what was queued, in order.
+  void UnlockAndSendDeferredLogs() const ABSL_UNLOCK_FUNCTION(mutex_);
+  // Sends what is queued (for a scope that held mutex_ without Lock).
+  void SendDeferredLogs() const ABSL_LOCKS_EXCLUDED(mutex_);
+  mutable std::vector<std::pair<LogSeverity, std::string>> deferred_logs_
+      ABSL_GUARDED_BY(mutex_);
   // Signalled (under mutex_) by a free while num_waiters_ > 0: the retry on
   // out-of-memory waits here for another thread's free.
   internal::CondVar freed_cv_;

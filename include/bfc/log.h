@@ -13,13 +13,18 @@
 //   });
 //
 // Thread safety: SetLogSink and Log may be called from any thread. An
-// allocator's out-of-memory report reaches the sink with no allocator lock
-// held: the sink may look at any allocator then (every device's usage, say).
-// Other messages (a caller's invalid free or request, StreamOps and
-// sub-allocator failures, destruction reports) come with the logging
-// allocator's lock held: the sink must not call back into that allocator,
-// and should not call into another one either (two allocators logging such
-// messages at once would each wait for the other's lock).
+// allocator sends its messages (out-of-memory reports, a caller's invalid
+// free or request, StreamOps and sub-allocator failures, destruction
+// reports) with no allocator lock held: they are queued under its lock and
+// sent once it is released. So the sink may call back into that allocator or
+// any other (read stats, print a summary, even allocate), and may take locks
+// of its own. Two messages are sent with the lock still held: the one just
+// before Options::abort_on_invalid_input aborts, and one the host had no
+// memory to queue. A SubAllocator's own messages (a visitor that threw, a
+// Free it refuses) come from inside its calls, which the allocator makes
+// under its lock. The C ABI creates a device's allocator under its registry
+// lock, so a sink must not call the C ABI for a device that is not created
+// yet while handling the constructor's messages (an invalid option, say).
 #ifndef BFC_LOG_H_
 #define BFC_LOG_H_
 

@@ -89,7 +89,7 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateRoot(
   st->limit = options.limit_bytes;
   auto account = std::make_shared<Account>(PrivateTag(), allocator, st, nullptr,
                                            std::move(options));
-  internal::MutexLock lock(&allocator->mutex_);
+  Allocator::Lock lock(allocator);
   allocator->RegisterAccountLocked(st);
   st->handle = account.get();
   return account;
@@ -104,7 +104,7 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateChild(
   st->path = absl::StrCat(state_->path, "/", options.name);
   st->limit = options.limit_bytes;
   st->parent = state_;
-  internal::MutexLock lock(&allocator_->mutex_);
+  Allocator::Lock lock(allocator_);
   if (state_->closed) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "account '%s' is closed: no new children", state_->path));
@@ -133,7 +133,7 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateChild(
 
 Account::~Account() {
   (void)CloseImpl(/*from_destructor=*/true);
-  internal::MutexLock lock(&allocator_->mutex_);
+  Allocator::Lock lock(allocator_);
   state_->handle = nullptr;
   allocator_->MaybeForgetAccountLocked(state_.get());
 }
@@ -181,7 +181,7 @@ absl::Status Account::TransferOwnership(void* ptr, Account& to) {
         "allocators",
         path(), to.path()));
   }
-  internal::MutexLock lock(&allocator_->mutex_);
+  Allocator::Lock lock(allocator_);
   return allocator_->TransferChunkLocked(ptr, state_.get(), to.state_.get());
 }
 
@@ -222,12 +222,12 @@ AccountStats Account::GetStats() const {
 }
 
 void Account::ResetPeak() {
-  internal::MutexLock lock(&allocator_->mutex_);
+  Allocator::Lock lock(allocator_);
   state_->peak.store(state_->used.load());
 }
 
 bool Account::closed() const {
-  internal::MutexLock lock(&allocator_->mutex_);
+  Allocator::Lock lock(allocator_);
   return state_->closed;
 }
 
@@ -242,7 +242,7 @@ absl::Status Account::Close() { return CloseImpl(/*from_destructor=*/false); }
 
 absl::Status Account::CloseImpl(bool from_destructor) {
   {
-    internal::MutexLock lock(&allocator_->mutex_);
+    Allocator::Lock lock(allocator_);
     AccountState& s = *state_;
     if (!s.closed) {
       std::vector<std::string> open;
@@ -344,7 +344,7 @@ std::string Account::DebugString(bool children) const {
   if (!children) return out;
   std::vector<std::pair<int, std::string>> lines;
   {
-    internal::MutexLock lock(&allocator_->mutex_);
+    Allocator::Lock lock(allocator_);
     std::vector<std::pair<int, const AccountState*>> stack;
     for (auto it = state_->children.rbegin(); it != state_->children.rend();
          ++it) {

@@ -159,7 +159,7 @@ std::vector<LeakedAllocation> Allocator::ChargedAllocations(
   std::vector<LeakedAllocation> out;
   std::vector<RawStack> raw;
   {
-    internal::MutexLock lock(&mutex_);
+    Lock lock(this);
     for (ChunkHandle h = 0; h < chunk_account_.size(); ++h) {
       if (ChunkAccountLocked(h) != st) continue;
       const internal::Chunk& c = chunks_[h];

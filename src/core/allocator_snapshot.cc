@@ -129,7 +129,7 @@ const char* MemoryEventActionName(MemoryEvent::Action action) {
 }
 
 void Allocator::RecordMemoryHistory(size_t max_entries) {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   if (max_entries == 0) {
     history_.reset();
     return;
@@ -165,7 +165,7 @@ void Allocator::RecordEvent(MemoryEvent::Action action, uint64_t address,
 }
 
 MemoryHistory Allocator::GetMemoryHistory() const {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   MemoryHistory out;
   if (history_ == nullptr) return out;
   const History& h = *history_;
@@ -179,12 +179,12 @@ MemoryHistory Allocator::GetMemoryHistory() const {
 }
 
 uint64_t Allocator::NumMemoryEventsRecorded() const {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   return history_ == nullptr ? 0 : history_->recorded;
 }
 
 void Allocator::ResetPeakStats() {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
   *stats_.peak_pool_bytes = *stats_.pool_bytes;
   MaybeValidate("ResetPeakStats");
@@ -314,7 +314,7 @@ MemoryDump Allocator::RecordMemoryMap() const {
   MemoryDump d;
   std::vector<std::pair<size_t, RawStack>> raw;
   {
-    internal::MutexLock lock(&mutex_);
+    Lock lock(this);
     d = RecordMemoryMapLocked(/*sites=*/false);
     if (!sites_.empty()) {
       for (size_t i = 0; i < d.chunks.size(); ++i) {
@@ -337,7 +337,7 @@ std::string Allocator::MemoryLogLocked(size_t num_bytes) const {
 }
 
 std::string Allocator::MemoryLog(size_t num_bytes) const {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   return MemoryLogLocked(num_bytes);
 }
 
@@ -348,7 +348,7 @@ void Allocator::DumpMemoryLog(size_t num_bytes) const {
 std::string Allocator::MemorySummary() const {
   MemoryDump d;
   {
-    internal::MutexLock lock(&mutex_);
+    Lock lock(this);
     d = RecordMemoryMapLocked(/*sites=*/false);
   }
   return FormatMemorySummary(d);
@@ -358,7 +358,7 @@ std::vector<OutstandingAllocation> Allocator::OutstandingAllocations() const {
   std::vector<OutstandingAllocation> live;
   std::vector<RawStack> raw;
   {
-    internal::MutexLock lock(&mutex_);
+    Lock lock(this);
     for (const internal::AllocationRegion& r : region_manager_.regions()) {
       for (ChunkHandle h = region_manager_.get_handle(r.ptr());
            h != kInvalidChunkHandle; h = chunks_[h].next) {

@@ -55,7 +55,7 @@ R CallStreamOps(const char* method, F&& call) {
 // --- Public calls -----------------------------------------------------------
 
 absl::Status Allocator::SetStreamOps(std::unique_ptr<StreamOps> ops) {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   if (ops == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("Allocator '", name_, "': SetStreamOps(nullptr)"));
@@ -80,12 +80,12 @@ absl::StatusOr<void*> Allocator::AllocateOnStream(StreamId stream,
 
 absl::Status Allocator::DeallocateOnStream(void* ptr, StreamId stream) {
   if (ptr == nullptr) return absl::OkStatus();
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   return FreeOnStream(ptr, stream, "DeallocateOnStream");
 }
 
 absl::Status Allocator::NotifyStreamWait(StreamId consumer, StreamId producer) {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   absl::StatusOr<StreamSlot> c = SlotFor(consumer);
   if (!c.ok()) return c.status();
   absl::StatusOr<StreamSlot> p = SlotFor(producer);
@@ -105,7 +105,7 @@ absl::Status Allocator::NotifyStreamWait(StreamId consumer, StreamId producer) {
 }
 
 absl::Status Allocator::ForgetStream(StreamId stream) {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   auto it = stream_slots_.find(stream);
   if (it == stream_slots_.end() || it->second == 0) {
     // Unknown (never used: nothing to forget) or the implicit stream, which
@@ -148,12 +148,12 @@ absl::Status Allocator::ForgetStream(StreamId stream) {
 }
 
 bool Allocator::HasStreamOps() const {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   return stream_ops_ != nullptr;
 }
 
 Allocator::StreamStats Allocator::GetStreamStats() const {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   return StreamStatsLocked();
 }
 
@@ -459,10 +459,10 @@ uint64_t Allocator::JoinFences(uint64_t a, uint64_t b) {
 void Allocator::StreamOpFailed(const absl::Status& s) {
   ++stream_stats_.stream_op_errors;
   stream_error_ = s;
-  Log(LogSeverity::kError,
-      absl::StrCat("Allocator '", name_, "': ", s.message(),
-                   " (the memory involved stays unused until it is known "
-                   "safe)"));
+  DeferLog(LogSeverity::kError,
+           absl::StrCat("Allocator '", name_, "': ", s.message(),
+                        " (the memory involved stays unused until it is known "
+                        "safe)"));
 }
 
 bool Allocator::EventCovering(StreamSlot producer, uint64_t point,
@@ -555,7 +555,8 @@ void Allocator::CallReleaseEvent(StreamOps::Event event) {
     return;
   }
   ++stream_stats_.stream_op_errors;
-  Log(LogSeverity::kError,
+  DeferLog(
+      LogSeverity::kError,
       absl::StrCat("Allocator '", name_, "': StreamOps::ReleaseEvent threw (",
                    what, "); the event is given up"));
 }

@@ -54,7 +54,7 @@ std::string DescribeChunk(ChunkHandle h, const Chunk& c) {
 }  // namespace
 
 absl::Status Allocator::Validate() const {
-  internal::MutexLock lock(&mutex_);
+  Lock lock(this);
   return ValidateLocked();
 }
 

@@ -19,16 +19,19 @@
 //   2. An allocator's mutex (Allocator::mutex_, src/core/allocator.cc): all of
 //      one allocator's state (chunks, bins, regions, stats, allocation sites);
 //      Allocator::freed_cv_ waits on it. Held across calls into the
-//      allocator's SubAllocator and into Log() (not the out-of-memory
-//      report, sent once it is released). Never two allocators' mutexes at
-//      once.
+//      allocator's SubAllocator, not into Log(): messages are queued under
+//      it and sent once it is released (Allocator::Lock), except the one
+//      before abort_on_invalid_input aborts and one the host had no memory
+//      to queue. Never two allocators' mutexes at once.
 //   3. The log sink's mutex (log_sink_mutex below, src/core/log.cc): the sink
 //      pointer only. Held while the sink is copied, never while it runs.
 //
 // What keeps the order acyclic, and nothing can check statically: a
-// SubAllocator and a log sink run under their allocator's mutex, so they must
-// not call back into that allocator, nor into the C ABI for its device (a
-// self-deadlock, or an inversion of 1 and 2 when the device is new).
+// SubAllocator runs under its allocator's mutex, so it must not call back
+// into that allocator, nor into the C ABI for its device (a self-deadlock, or
+// an inversion of 1 and 2 when the device is new). A log sink runs under no
+// allocator mutex (tests/log_sink_reentry_test.cc), but a new device's
+// constructor messages reach it under the registry mutex.
 //
 // Checked by: clang's -Wthread-safety-beta (the `tsa` preset) for nestings
 // within one function, where both locks can be named (1 -> 3 and 2 -> 3; the
