@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bfc/allocator.h"
+#include "bfc/host_sub_allocator.h"
 #include "bfc/log.h"
 #include "bfc/units.h"
 #include "gtest/gtest.h"
@@ -122,6 +124,43 @@ TEST(LogSinkReentryTest, OnOutOfMemoryAndGarbageCollection) {
   sink.Watch(nullptr);
   EXPECT_GE(sink.calls(), 2);
   EXPECT_EQ(a.GetStats()->num_ooms, 1);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+}
+
+// User code the allocator calls under its lock may log through bfc::Log:
+// a sub-allocator visitor that throws (SubAllocator reports it) and a
+// sub-allocator that logs on every Alloc and Free. Those messages are queued
+// with the allocator's own and sent once its lock is released.
+class LoggingSubAllocator : public HostSubAllocator {
+ public:
+  using HostSubAllocator::HostSubAllocator;
+  void* Alloc(size_t alignment, size_t num_bytes,
+              size_t* bytes_received) override {
+    Log(LogSeverity::kInfo, "LoggingSubAllocator: Alloc for 'reentry'");
+    return HostSubAllocator::Alloc(alignment, num_bytes, bytes_received);
+  }
+  void Free(void* ptr, size_t num_bytes) override {
+    Log(LogSeverity::kInfo, "LoggingSubAllocator: Free for 'reentry'");
+    HostSubAllocator::Free(ptr, num_bytes);
+  }
+};
+
+TEST(LogSinkReentryTest, OnWhatUserCodeLogsUnderTheLock) {
+  Fuse fuse(absl::Seconds(60), "OnWhatUserCodeLogsUnderTheLock");
+  ReentrantSink sink("reentry");
+  std::vector<SubAllocator::Visitor> visitors = {[](void*, int, size_t) {
+    throw std::runtime_error("visitor for 'reentry'");
+  }};
+  Allocator a(std::make_unique<LoggingSubAllocator>(
+                  visitors, std::vector<SubAllocator::Visitor>{}),
+              64 * kMiB, "reentry");
+  sink.Watch(&a);
+  void* p = a.AllocateRaw(256, kMiB);  // Alloc logs, the visitor throws
+  ASSERT_NE(p, nullptr);
+  a.DeallocateRaw(p);
+  EXPECT_GT(a.ReleaseFreeRegions(), 0u);  // Free logs
+  sink.Watch(nullptr);
+  EXPECT_EQ(sink.calls(), 3);
   EXPECT_TRUE(a.Validate().ok()) << a.Validate();
 }
 

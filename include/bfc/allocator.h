@@ -94,6 +94,7 @@
 #include "bfc/internal/check.h"
 #include "bfc/internal/chunk.h"
 #include "bfc/internal/constants.h"
+#include "bfc/internal/log_queue.h"
 #include "bfc/internal/mutex.h"
 #include "bfc/internal/region_manager.h"
 #include "bfc/log.h"
@@ -923,8 +924,9 @@ class Allocator {
   void UnlockAndSendDeferredLogs() const ABSL_UNLOCK_FUNCTION(mutex_);
   // Sends what is queued (for a scope that held mutex_ without Lock).
   void SendDeferredLogs() const ABSL_LOCKS_EXCLUDED(mutex_);
-  mutable std::vector<std::pair<LogSeverity, std::string>> deferred_logs_
-      ABSL_GUARDED_BY(mutex_);
+  // Also what user code called under mutex_ (a SubAllocator, StreamOps)
+  // logs through bfc::Log (internal::CallUserCodeDeferringLogs).
+  mutable internal::LogQueue deferred_logs_ ABSL_GUARDED_BY(mutex_);
   // Signalled (under mutex_) by a free while num_waiters_ > 0: the retry on
   // out-of-memory waits here for another thread's free.
   internal::CondVar freed_cv_;

@@ -20,9 +20,10 @@
 // any other (read stats, print a summary, even allocate), and may take locks
 // of its own. Two messages are sent with the lock still held: the one just
 // before Options::abort_on_invalid_input aborts, and one the host had no
-// memory to queue. A SubAllocator's own messages (a visitor that threw, a
-// Free it refuses) come from inside its calls, which the allocator makes
-// under its lock. The C ABI creates a device's allocator under its registry
+// memory to queue. What user code the allocator calls under its lock logs
+// through Log() (a SubAllocator, its visitors, StreamOps) is queued with the
+// allocator's own messages (bfc/internal/log_queue.h). The C ABI creates a
+// device's allocator under its registry
 // lock, so a sink must not call the C ABI for a device that is not created
 // yet while handling the constructor's messages (an invalid option, say).
 #ifndef BFC_LOG_H_

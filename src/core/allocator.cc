@@ -646,8 +646,9 @@ absl::Status Allocator::FailureCauseLocked() const {
   if (!extend_error_.ok()) return extend_error_;
   absl::Status available;
   std::string what;
-  if (!CallUserCode([&] { available = sub_allocator_->Availability(); },
-                    &what)) {
+  if (!internal::CallUserCodeDeferringLogs(
+          &deferred_logs_, [&] { available = sub_allocator_->Availability(); },
+          &what)) {
     return absl::InternalError(absl::StrCat(
         "Allocator '", name_, "': SubAllocator::Availability threw: ", what));
   }
@@ -661,7 +662,9 @@ absl::Status Allocator::FailureCauseLocked() const {
 bool Allocator::FreeToSubAllocator(void* ptr, size_t num_bytes,
                                    const char* why) {
   std::string what;
-  if (CallUserCode([&] { sub_allocator_->Free(ptr, num_bytes); }, &what)) {
+  if (internal::CallUserCodeDeferringLogs(
+          &deferred_logs_, [&] { sub_allocator_->Free(ptr, num_bytes); },
+          &what)) {
     return true;
   }
   ++sub_failures_.free_exceptions;
@@ -1383,7 +1386,8 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
   for (;;) {
     bytes_received = 0;
     std::string what;
-    if (!CallUserCode(
+    if (!internal::CallUserCodeDeferringLogs(
+            &deferred_logs_,
             [&] {
               mem = sub_allocator_->Alloc(region_alignment, bytes,
                                           &bytes_received);

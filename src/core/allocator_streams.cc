@@ -40,12 +40,16 @@ std::string StreamName(StreamId s) { return absl::StrFormat("%p", s); }
 
 // A StreamOps method (`call`, returning a Status or StatusOr R) through the
 // library's noexcept boundary: what it throws becomes an Internal status
-// naming the method.
+// naming the method; what it logs joins `queue` (the allocator's, sent once
+// its lock is released).
 template <typename R, typename F>
-R CallStreamOps(const char* method, F&& call) {
+R CallStreamOps(internal::LogQueue* queue, const char* method, F&& call) {
   R result = absl::InternalError("");
   std::string what;
-  if (internal::CallUserCode([&] { result = call(); }, &what)) return result;
+  if (internal::CallUserCodeDeferringLogs(
+          queue, [&] { result = call(); }, &what)) {
+    return result;
+  }
   return absl::InternalError(
       absl::StrCat("StreamOps::", method, " threw: ", what));
 }
@@ -517,14 +521,16 @@ bool Allocator::EventCovering(StreamSlot producer, uint64_t point,
 
 absl::StatusOr<StreamOps::Event> Allocator::CallRecordEvent(StreamId stream) {
   return CallStreamOps<absl::StatusOr<StreamOps::Event>>(
-      "RecordEvent", [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+      &deferred_logs_, "RecordEvent",
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
         return stream_ops_->RecordEvent(stream);
       });
 }
 
 absl::StatusOr<bool> Allocator::CallQueryEvent(StreamOps::Event event) {
   return CallStreamOps<absl::StatusOr<bool>>(
-      "QueryEvent", [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+      &deferred_logs_, "QueryEvent",
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
         return stream_ops_->QueryEvent(event);
       });
 }
@@ -532,14 +538,15 @@ absl::StatusOr<bool> Allocator::CallQueryEvent(StreamOps::Event event) {
 absl::Status Allocator::CallStreamWaitEvent(StreamId stream,
                                             StreamOps::Event event) {
   return CallStreamOps<absl::Status>(
-      "StreamWaitEvent", [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+      &deferred_logs_, "StreamWaitEvent",
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
         return stream_ops_->StreamWaitEvent(stream, event);
       });
 }
 
 absl::Status Allocator::CallSynchronizeEvent(StreamOps::Event event) {
   return CallStreamOps<absl::Status>(
-      "SynchronizeEvent",
+      &deferred_logs_, "SynchronizeEvent",
       [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
         return stream_ops_->SynchronizeEvent(event);
       });
@@ -547,7 +554,8 @@ absl::Status Allocator::CallSynchronizeEvent(StreamOps::Event event) {
 
 void Allocator::CallReleaseEvent(StreamOps::Event event) {
   std::string what;
-  if (internal::CallUserCode(
+  if (internal::CallUserCodeDeferringLogs(
+          &deferred_logs_,
           [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
             stream_ops_->ReleaseEvent(event);
           },

@@ -11,6 +11,7 @@
 #include "absl/base/attributes.h"
 #include "absl/base/const_init.h"
 #include "absl/base/thread_annotations.h"
+#include "bfc/internal/log_queue.h"
 #include "bfc/internal/mutex.h"
 
 namespace bfc {
@@ -19,6 +20,17 @@ namespace internal {
 // Constant-initialized, and trivially destructible outside TSan builds:
 // usable before main and during static destruction.
 ABSL_CONST_INIT Mutex log_sink_mutex(absl::kConstInit);
+
+namespace {
+// Where Log() on this thread queues instead of sending (ScopedLogDeferral).
+ABSL_CONST_INIT thread_local LogQueue* deferred_to = nullptr;
+}  // namespace
+
+ScopedLogDeferral::ScopedLogDeferral(LogQueue* queue) : previous_(deferred_to) {
+  deferred_to = queue;
+}
+
+ScopedLogDeferral::~ScopedLogDeferral() { deferred_to = previous_; }
 
 }  // namespace internal
 
@@ -58,6 +70,14 @@ LogSink SetLogSink(LogSink new_sink) {
 }
 
 void Log(LogSeverity severity, std::string_view message) {
+  if (internal::LogQueue* queue = internal::deferred_to) {
+    try {
+      queue->emplace_back(severity, std::string(message));
+      return;
+    } catch (...) {
+      // No host memory to queue it: sent now rather than lost.
+    }
+  }
   // Copy the sink so a slow sink does not hold the lock, and a sink may
   // itself call SetLogSink.
   LogSink current;

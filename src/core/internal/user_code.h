@@ -12,6 +12,9 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <utility>
+
+#include "bfc/internal/log_queue.h"
 
 namespace bfc::internal {
 
@@ -42,6 +45,15 @@ bool CallUserCode(F&& f, std::string* what) {
 // only then: with Debian's Abseil, a std::bad_alloc inside absl::StrFormat
 // ends the process (std::terminate) instead of reaching a catch, so a report
 // built while the host is out of memory would kill the caller.
+// CallUserCode for a call made under an allocator's lock: what the user code
+// logs through bfc::Log is appended to `queue`, the allocator's own, and sent
+// with its messages once the lock is released (so the sink runs unlocked).
+template <typename F>
+bool CallUserCodeDeferringLogs(LogQueue* queue, F&& f, std::string* what) {
+  ScopedLogDeferral defer(queue);
+  return CallUserCode(std::forward<F>(f), what);
+}
+
 inline bool HostHasRoomFor(size_t bytes) {
   void* p = ::operator new(bytes, std::nothrow);
   if (p == nullptr) return false;
