@@ -25,41 +25,14 @@
 #include "gtest/gtest.h"
 #include "testing/fake_sub_allocator.h"
 #include "testing/fuse.h"
+#include "testing/reentrant_sink.h"
 
 namespace bfc {
 namespace {
 
 using ::bfc::testing::FakeSubAllocator;
 using ::bfc::testing::Fuse;
-
-// Installs a sink that, on each message naming allocator `name`, reads that
-// allocator's stats and, with `allocate`, allocates and frees from it (a
-// sink that allocates on an out-of-memory report would recurse).
-class ReentrantSink {
- public:
-  explicit ReentrantSink(std::string name, bool allocate = false)
-      : needle_("'" + name + "'"), allocate_(allocate) {
-    previous_ = SetLogSink([this](LogSeverity, std::string_view message) {
-      if (message.find(needle_) == std::string_view::npos) return;
-      Allocator* a = allocator_.load();
-      if (a == nullptr) return;
-      if (a->GetStats().has_value()) ++calls_;
-      if (!allocate_) return;
-      if (void* p = a->AllocateRaw(256, 256)) a->DeallocateRaw(p);
-    });
-  }
-  ~ReentrantSink() { SetLogSink(std::move(previous_)); }
-
-  void Watch(Allocator* a) { allocator_.store(a); }
-  int calls() const { return calls_.load(); }
-
- private:
-  const std::string needle_;
-  const bool allocate_;
-  std::atomic<Allocator*> allocator_{nullptr};
-  std::atomic<int> calls_{0};
-  LogSink previous_;
-};
+using ::bfc::testing::ReentrantSink;
 
 TEST(LogSinkReentryTest, OnAnInvalidFreeAndAnInvalidRequest) {
   Fuse fuse(absl::Seconds(60), "OnAnInvalidFreeAndAnInvalidRequest");

@@ -168,6 +168,12 @@ class Account : public std::enable_shared_from_this<Account> {
 
  private:
   absl::Status CloseImpl(bool from_destructor);
+  // CreateRoot and CreateChild inside the library's noexcept boundary: they
+  // may throw std::bad_alloc, having changed nothing.
+  static absl::StatusOr<std::shared_ptr<Account>> CreateRootImpl(
+      Allocator* allocator, AccountOptions options);
+  absl::StatusOr<std::shared_ptr<Account>> CreateChildImpl(
+      AccountOptions options);
 
   Allocator* const allocator_;
   const std::shared_ptr<internal::AccountState> state_;

@@ -397,7 +397,10 @@ class Allocator {
   // Wakes the allocations waiting to retry, if any (room was made).
   // Signalling costs a futex call; only paid when an allocation waits.
   void WakeWaiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (num_waiters_ > 0) freed_cv_.SignalAll();
+    if (num_waiters_ > 0) {
+      ++wakes_;
+      freed_cv_.SignalAll();
+    }
   }
   // One attempt (TF: AllocateRawInternal): FindChunk, else Extend, else give
   // free regions back and Extend; nullptr when all fail.
@@ -895,8 +898,11 @@ class Allocator {
   // allocator (its stats, a memory summary) would otherwise deadlock, and one
   // that takes a lock of its own while another thread holds it and waits for
   // this allocator would deadlock with that thread. Every scope that may log
-  // takes mutex_ through Lock, or calls SendDeferredLogs after it (the two
-  // hot paths, AllocateFast and DeallocateRaw, where Lock's check cost 6 %).
+  // takes mutex_ through Lock, or releases it through
+  // UnlockAndSendDeferredLogs when something was queued (the two hot paths,
+  // AllocateFast and DeallocateRaw, lock by hand: Lock's check cost 6 %).
+  // The queue is empty whenever mutex_ is free, so no call sends another
+  // call's messages (from inside a sink, that re-entered it).
   class ABSL_SCOPED_LOCKABLE Lock {
    public:
     explicit Lock(const Allocator* a) ABSL_EXCLUSIVE_LOCK_FUNCTION(a->mutex_)
@@ -922,8 +928,8 @@ class Allocator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Releases mutex_, then sends what was queued, in order.
   void UnlockAndSendDeferredLogs() const ABSL_UNLOCK_FUNCTION(mutex_);
-  // Sends what is queued (for a scope that held mutex_ without Lock).
-  void SendDeferredLogs() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Sends messages taken out of deferred_logs_ (with no lock held).
+  static void SendLogs(const internal::LogQueue& logs);
   // Also what user code called under mutex_ (a SubAllocator, StreamOps)
   // logs through bfc::Log (internal::CallUserCodeDeferringLogs).
   mutable internal::LogQueue deferred_logs_ ABSL_GUARDED_BY(mutex_);
@@ -931,6 +937,9 @@ class Allocator {
   // out-of-memory waits here for another thread's free.
   internal::CondVar freed_cv_;
   int num_waiters_ ABSL_GUARDED_BY(mutex_) = 0;
+  // WakeWaiters calls while someone waited: a waiter that released the lock
+  // before sleeping (to send its messages) sees what it missed.
+  uint64_t wakes_ ABSL_GUARDED_BY(mutex_) = 0;
 
   size_t curr_region_allocation_bytes_ ABSL_GUARDED_BY(mutex_);
   // The fully free pooled regions, by the one chunk spanning each, least
@@ -1043,7 +1052,12 @@ class Allocator {
 
   // --- Accounts (bfc/account.h; src/core/allocator_accounts.cc) ------------
   // Gives `st` an id (its tag) and lists it; its parent lists it as a child.
+  // Throws std::bad_alloc before changing anything, and never once
+  // ReserveAccountLocked(*st) returned under the same lock.
   void RegisterAccountLocked(const std::shared_ptr<internal::AccountState>& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The host memory RegisterAccountLocked(st) needs; throws std::bad_alloc.
+  void ReserveAccountLocked(const internal::AccountState& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // AllocateOrFail's charge for `account` (checked: of this allocator, not
   // closed), counting a refusal in its failures. Inline (with the other hot

@@ -18,14 +18,16 @@
 // reports) with no allocator lock held: they are queued under its lock and
 // sent once it is released. So the sink may call back into that allocator or
 // any other (read stats, print a summary, even allocate), and may take locks
-// of its own. Two messages are sent with the lock still held: the one just
-// before Options::abort_on_invalid_input aborts, and one the host had no
-// memory to queue. What user code the allocator calls under its lock logs
-// through Log() (a SubAllocator, its visitors, StreamOps) is queued with the
-// allocator's own messages (bfc/internal/log_queue.h). The C ABI creates a
-// device's allocator under its registry
-// lock, so a sink must not call the C ABI for a device that is not created
-// yet while handling the constructor's messages (an invalid option, say).
+// of its own. Sent with the lock still held: what is queued when the
+// library aborts (Options::abort_on_invalid_input, a broken invariant at
+// BFC_CHECK_LEVEL 2), sent first so that it is not lost, and a message the
+// host had no memory to queue. Log itself throws nothing: with no memory to
+// copy the sink, a message goes to stderr. What user code the allocator calls
+// under its lock logs through Log() (a SubAllocator, its visitors, StreamOps)
+// is queued with the allocator's own messages (bfc/internal/log_queue.h). The C
+// ABI creates a device's allocator under its registry lock, so a sink must not
+// call the C ABI for a device that is not created yet while handling the
+// constructor's messages (an invalid option, say).
 #ifndef BFC_LOG_H_
 #define BFC_LOG_H_
 

@@ -70,7 +70,43 @@ Account::Account(PrivateTag, Allocator* allocator,
       parent_(std::move(parent)),
       options_(std::move(options)) {}
 
+namespace {
+
+// A failure for a host out of memory, built without throwing: the message
+// needs memory too.
+absl::Status NoHostMemory(const char* what) noexcept {
+  try {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": the host has no memory for the account"));
+  } catch (...) {
+    return absl::Status(absl::StatusCode::kResourceExhausted, "");
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<Account>> Account::CreateRoot(
+    Allocator* allocator, AccountOptions options) {
+  // The library's noexcept boundary: short of host memory anywhere in it,
+  // the call fails whole (CreateRootImpl changes nothing until it cannot
+  // fail).
+  try {
+    return CreateRootImpl(allocator, std::move(options));
+  } catch (...) {
+    return NoHostMemory("Account::CreateRoot");
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Account>> Account::CreateChild(
+    AccountOptions options) {
+  try {
+    return CreateChildImpl(std::move(options));
+  } catch (...) {
+    return NoHostMemory("Account::CreateChild");
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Account>> Account::CreateRootImpl(
     Allocator* allocator, AccountOptions options) {
   if (allocator == nullptr) {
     return absl::InvalidArgumentError("Account::CreateRoot: no allocator");
@@ -87,15 +123,25 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateRoot(
   st->name = options.name;
   st->path = options.name;
   st->limit = options.limit_bytes;
-  auto account = std::make_shared<Account>(PrivateTag(), allocator, st, nullptr,
-                                           std::move(options));
+  // Declared before the lock: an account that exists is destroyed (its
+  // destructor takes the lock) only after the lock is released.
+  std::shared_ptr<Account> account;
   Allocator::Lock lock(allocator);
+  // Everything that needs host memory before anything changes: short of
+  // it, the call fails whole (no exception leaves the library).
+  try {
+    allocator->ReserveAccountLocked(*st);
+    account = std::make_shared<Account>(PrivateTag(), allocator, st, nullptr,
+                                        std::move(options));
+  } catch (...) {
+    return NoHostMemory("Account::CreateRoot");
+  }
   allocator->RegisterAccountLocked(st);
   st->handle = account.get();
   return account;
 }
 
-absl::StatusOr<std::shared_ptr<Account>> Account::CreateChild(
+absl::StatusOr<std::shared_ptr<Account>> Account::CreateChildImpl(
     AccountOptions options) {
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   auto st = std::make_shared<AccountState>();
@@ -104,12 +150,15 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateChild(
   st->path = absl::StrCat(state_->path, "/", options.name);
   st->limit = options.limit_bytes;
   st->parent = state_;
+  // Declared before the lock: an account that exists is destroyed (its
+  // destructor takes the lock) only after the lock is released.
+  std::shared_ptr<Account> account;
   Allocator::Lock lock(allocator_);
   if (state_->closed) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "account '%s' is closed: no new children", state_->path));
   }
-  if (state_->open_child_names.contains(options.name)) {
+  if (state_->open_child_names.count(options.name) != 0) {
     return absl::AlreadyExistsError(
         absl::StrFormat("account '%s' already exists", st->path));
   }
@@ -123,10 +172,25 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateChild(
     }
     st->reservation.store(options.reservation_bytes);
   }
-  auto account = std::make_shared<Account>(
-      PrivateTag(), allocator_, st, shared_from_this(), std::move(options));
+  // Everything that needs host memory before the account is listed: short
+  // of it, the reservation goes back and the call fails whole (no exception
+  // leaves the library, and no half-listed account stays).
+  try {
+    allocator_->ReserveAccountLocked(*st);
+    state_->open_child_names.insert(st->name);  // strong guarantee
+    try {
+      account = std::make_shared<Account>(
+          PrivateTag(), allocator_, st, shared_from_this(), std::move(options));
+    } catch (...) {
+      state_->open_child_names.erase(st->name);
+      throw;
+    }
+  } catch (...) {
+    const int64_t reserved = st->reservation.load();
+    if (reserved > 0) allocator_->CreditAccountLocked(state_.get(), reserved);
+    return NoHostMemory("Account::CreateChild");
+  }
   allocator_->RegisterAccountLocked(st);
-  state_->open_child_names.insert(st->name);
   st->handle = account.get();
   return account;
 }

@@ -358,22 +358,37 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
     size_t alignment, size_t num_bytes) {
   if (size_t rounded;
       ABSL_PREDICT_TRUE(FastPathBytes(alignment, num_bytes, &rounded))) {
-    // A plain lock: the fast branch never logs, and Lock's check for queued
-    // messages on every call cost ~1 ns (6 %) per allocate-free pair. What
-    // the slow branch queued (a StreamOps failure) is sent below.
+    // A plain lock, taken and released by hand: the fast branch never logs
+    // (what a BFC_CHECK_LEVEL=2 validation queues is sent below), and
+    // Lock's check for queued messages on every call, or a local queue to
+    // take them into, cost 1-6 % per allocate-free pair. What the slow
+    // branch queued (a StreamOps failure) leaves the queue as the lock is
+    // released (UnlockAndSendDeferredLogs), so no other thread's call sends
+    // it.
+    mutex_.Lock();
     void* ptr;
-    {
-      internal::MutexLock lock(&mutex_);
+    try {
       if (ABSL_PREDICT_TRUE(slow_paths_ == 0)) {
         const ChunkHandle h = FindChunk</*kMaySlow=*/false>(alignment, rounded);
-        if (h == kInvalidChunkHandle) return nullptr;
-        return AllocateChunk</*kMaySlow=*/false>(h, alignment, rounded,
-                                                 num_bytes);
+        ptr = h == kInvalidChunkHandle ? nullptr
+                                       : AllocateChunk</*kMaySlow=*/false>(
+                                             h, alignment, rounded, num_bytes);
+        if (BFC_CHECK_LEVEL < 2 || ABSL_PREDICT_TRUE(deferred_logs_.empty())) {
+          mutex_.Unlock();
+          return ptr;
+        }
+      } else {
+        ptr = AllocateFastSlow(alignment, rounded, num_bytes);
+        if (ABSL_PREDICT_TRUE(deferred_logs_.empty())) {
+          mutex_.Unlock();
+          return ptr;
+        }
       }
-      ptr = AllocateFastSlow(alignment, rounded, num_bytes);
-      if (ABSL_PREDICT_TRUE(deferred_logs_.empty())) return ptr;
+    } catch (...) {
+      mutex_.Unlock();  // as in DeallocateRaw
+      throw;
     }
-    SendDeferredLogs();
+    UnlockAndSendDeferredLogs();
     return ptr;
   }
   return nullptr;
@@ -507,10 +522,10 @@ void Allocator::DeferLog(LogSeverity severity, std::string message) const {
 }
 
 ABSL_ATTRIBUTE_NOINLINE void Allocator::UnlockAndSendDeferredLogs() const {
-  std::vector<std::pair<LogSeverity, std::string>> logs;
+  internal::LogQueue logs;
   logs.swap(deferred_logs_);
   mutex_.Unlock();
-  for (const auto& [severity, message] : logs) Log(severity, message);
+  SendLogs(logs);
 }
 
 void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
@@ -587,15 +602,20 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
       // Everything that makes room signals the condition variable while
       // someone waits, so each gets the waiter one more attempt, as TF's
       // AllocatorRetry does for frees.
-      // Nothing queued waits with this call (it could wait for the whole
-      // retry_timeout while plain-locked fast paths send nothing).
-      if (!deferred_logs_.empty()) {
-        UnlockAndSendDeferredLogs();
-        mutex_.Lock();
-      }
       ++num_waiters_;
       ++stats_.num_retries;
-      freed_cv_.WaitWithDeadline(&mutex_, deadline);
+      if (ABSL_PREDICT_TRUE(deferred_logs_.empty())) {
+        freed_cv_.WaitWithDeadline(&mutex_, deadline);
+      } else {
+        // What the attempt queued is sent before sleeping (plain-locked
+        // fast paths send nothing). Room made while the lock is released
+        // for that signals no one yet; num_waiters_ is already raised, so
+        // it is counted in wakes_, and this call tries again at once.
+        const uint64_t wakes = wakes_;
+        UnlockAndSendDeferredLogs();
+        mutex_.Lock();
+        if (wakes_ == wakes) freed_cv_.WaitWithDeadline(&mutex_, deadline);
+      }
       --num_waiters_;
       if (attr.freed_by_func != nullptr) {
         // TF asks again on every attempt (the device may have moved on), and
@@ -1956,15 +1976,18 @@ void Allocator::LogOomUnguarded(
 
 void Allocator::DeallocateRaw(void* ptr) {
   if (ptr == nullptr) return;
-  {
-    // A plain lock on the hot path (see AllocateFast); what a free queues
-    // (a StreamOps failure on the fenced path, an invalid pointer's report)
-    // is sent below.
-    internal::MutexLock lock(&mutex_);
+  // A plain lock, by hand (see AllocateFast); what a free queues (a
+  // StreamOps failure on the fenced path, an invalid pointer's report)
+  // leaves the queue as the lock is released.
+  mutex_.Lock();
+  try {
     const ChunkHandle h = InUseChunk(ptr);
     if (ABSL_PREDICT_TRUE(h != kInvalidChunkHandle)) {
       FreeChunk(h);
-      if (ABSL_PREDICT_TRUE(deferred_logs_.empty())) return;
+      if (ABSL_PREDICT_TRUE(deferred_logs_.empty())) {
+        mutex_.Unlock();
+        return;
+      }
     } else {
       ++stats_.num_invalid_frees;
       ReportInvalid([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
@@ -1972,14 +1995,18 @@ void Allocator::DeallocateRaw(void* ptr) {
       });
       MaybeValidate("DeallocateRaw (invalid pointer)");
     }
+  } catch (...) {
+    // Not expected (the tables draw on emergency arenas, user code runs
+    // inside CallUserCode), but a lock left held would hang every later
+    // call. Free of cost when nothing throws.
+    mutex_.Unlock();
+    throw;
   }
-  SendDeferredLogs();
+  UnlockAndSendDeferredLogs();
 }
 
-void Allocator::SendDeferredLogs() const {
-  // Another call's Lock may have sent them already; this one's end sends
-  // whatever is still queued.
-  Lock lock(this);
+void Allocator::SendLogs(const internal::LogQueue& logs) {
+  for (const auto& [severity, message] : logs) Log(severity, message);
 }
 
 absl::Status Allocator::Deallocate(void* ptr) {
@@ -2117,13 +2144,12 @@ void Allocator::ReportInvalid(absl::FunctionRef<std::string()> describe) {
     }
   }
   if (opts_.abort_on_invalid_input) {
-    // No later unlock sends the queue: it goes now, the report included.
-    for (const auto& [severity, message] : deferred_logs_) {
-      Log(severity, message);
-    }
-    deferred_logs_.clear();
-    Log(LogSeverity::kError,
-        "aborting: Options::abort_on_invalid_input is set");
+    // No later unlock sends the queues: they go now, the report included,
+    // also where this allocator runs inside another's user code (a
+    // sub-allocator backed by a bfc allocator), whose queue holds it.
+    DeferLog(LogSeverity::kError,
+             "aborting: Options::abort_on_invalid_input is set");
+    internal::SendQueuedLogsBeforeAbort(&deferred_logs_);
     std::abort();
   }
 }

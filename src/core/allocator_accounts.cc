@@ -46,13 +46,24 @@ std::string Bytes(int64_t n) {
 extern const char kAccountLimitPayload[];
 const char kAccountLimitPayload[] = "bfc.account_limit";
 
-void Allocator::RegisterAccountLocked(const std::shared_ptr<AccountState>& st) {
+void Allocator::ReserveAccountLocked(const AccountState& st) {
   // Tags are kept for every handle the chunk table can hold, and grow with
   // it (GrowColumns): tagging a chunk in the middle of an allocation never
-  // allocates. Throws std::bad_alloc here, before anything changed.
+  // allocates.
   if (chunk_account_.size() < chunks_.handle_bound()) {
     chunk_account_.resize(chunks_.handle_bound(), 0);
   }
+  // Id 0 (no account) and this one's.
+  accounts_.reserve(std::max<size_t>(accounts_.size() + 1, 2));
+  if (st.parent != nullptr) {
+    st.parent->children.reserve(st.parent->children.size() + 1);
+  }
+}
+
+void Allocator::RegisterAccountLocked(const std::shared_ptr<AccountState>& st) {
+  // Throws std::bad_alloc (from ReserveAccountLocked) before anything
+  // changed; nothing below allocates once it returned.
+  ReserveAccountLocked(*st);
   if (accounts_.empty()) accounts_.emplace_back();  // id 0: no account
   uint32_t id;
   if (!free_account_ids_.empty()) {
@@ -230,7 +241,7 @@ absl::Status Allocator::ValidateAccountsLocked() const {
       }
       if (!c->closed) {
         ++open_children;
-        if (!a->open_child_names.contains(c->name)) {
+        if (a->open_child_names.count(c->name) == 0) {
           return fail("account '", c->path,
                       "' is open but its name is not "
                       "taken under '",

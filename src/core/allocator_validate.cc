@@ -29,6 +29,7 @@
 #include "bfc/internal/bin.h"
 #include "bfc/internal/check.h"
 #include "bfc/internal/chunk.h"
+#include "bfc/internal/log_queue.h"
 #include "bfc/internal/region_manager.h"
 
 namespace bfc {
@@ -66,6 +67,8 @@ absl::Status Allocator::Validate() const {
 void Allocator::ValidateOrDie(const char* where) const {
   const absl::Status s = ValidateLocked();
   if (ABSL_PREDICT_FALSE(!s.ok())) {
+    // What is queued would never be sent: it goes first.
+    internal::SendQueuedLogsBeforeAbort(&deferred_logs_);
     internal::check_internal::Fail(
         __FILE__, __LINE__,
         absl::StrCat("Validate() after ", where, ": ", s.message()));
@@ -406,10 +409,14 @@ absl::Status Allocator::ValidateLocked() const {
       held.emplace_back(r.addr(), r.end_addr());
     }
     absl::Status st;
-    try {
-      st = sub_allocator_->CheckHeldRegions(held);
-    } catch (...) {
-      st = absl::OkStatus();  // user code that cannot tell; not ours to fail
+    {
+      // What it logs joins this allocator's queue (user code under the lock).
+      internal::ScopedLogDeferral defer(&deferred_logs_);
+      try {
+        st = sub_allocator_->CheckHeldRegions(held);
+      } catch (...) {
+        st = absl::OkStatus();  // user code that cannot tell; not ours to fail
+      }
     }
     if (!st.ok()) return fail("the sub-allocator disagrees: ", st.message());
   }

@@ -22,15 +22,17 @@ namespace internal {
 ABSL_CONST_INIT Mutex log_sink_mutex(absl::kConstInit);
 
 namespace {
-// Where Log() on this thread queues instead of sending (ScopedLogDeferral).
-ABSL_CONST_INIT thread_local LogQueue* deferred_to = nullptr;
+// This thread's innermost ScopedLogDeferral: where Log() queues instead of
+// sending.
+ABSL_CONST_INIT thread_local const ScopedLogDeferral* deferral = nullptr;
 }  // namespace
 
-ScopedLogDeferral::ScopedLogDeferral(LogQueue* queue) : previous_(deferred_to) {
-  deferred_to = queue;
+ScopedLogDeferral::ScopedLogDeferral(LogQueue* queue)
+    : queue_(queue), outer_(deferral) {
+  deferral = this;
 }
 
-ScopedLogDeferral::~ScopedLogDeferral() { deferred_to = previous_; }
+ScopedLogDeferral::~ScopedLogDeferral() { deferral = outer_; }
 
 }  // namespace internal
 
@@ -40,11 +42,24 @@ namespace {
 // destruction (an allocator destroyed at exit reporting leaks).
 LogSink* sink ABSL_GUARDED_BY(internal::log_sink_mutex) = nullptr;
 
-void DefaultSink(LogSeverity severity, std::string_view message) {
-  std::string line = std::string("[bfc ") + LogSeverityName(severity) + "] ";
-  line.append(message.data(), message.size());
-  line.push_back('\n');
-  std::fwrite(line.data(), 1, line.size(), stderr);
+void DefaultSink(LogSeverity severity, std::string_view message) noexcept {
+  // One write per line where there is memory for it (lines from several
+  // threads stay whole); otherwise in pieces, under stdio's lock.
+  try {
+    std::string line = std::string("[bfc ") + LogSeverityName(severity) + "] ";
+    line.append(message.data(), message.size());
+    line.push_back('\n');
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    return;
+  } catch (...) {
+  }
+  flockfile(stderr);
+  std::fputs("[bfc ", stderr);
+  std::fputs(LogSeverityName(severity), stderr);
+  std::fputs("] ", stderr);
+  std::fwrite(message.data(), 1, message.size(), stderr);
+  std::fputc('\n', stderr);
+  funlockfile(stderr);
 }
 
 }  // namespace
@@ -69,21 +84,22 @@ LogSink SetLogSink(LogSink new_sink) {
   return previous;
 }
 
-void Log(LogSeverity severity, std::string_view message) {
-  if (internal::LogQueue* queue = internal::deferred_to) {
-    try {
-      queue->emplace_back(severity, std::string(message));
-      return;
-    } catch (...) {
-      // No host memory to queue it: sent now rather than lost.
-    }
-  }
+namespace {
+
+// Sends to the sink, past any deferral. Throws nothing: it runs from
+// destructors (an allocator's lock release sends its queue), so a host out of
+// memory here must not become std::terminate. Without memory to copy the
+// sink (a std::function), the message goes to stderr instead.
+void SendNow(LogSeverity severity, std::string_view message) noexcept {
   // Copy the sink so a slow sink does not hold the lock, and a sink may
   // itself call SetLogSink.
   LogSink current;
-  {
+  try {
     internal::MutexLock lock(&internal::log_sink_mutex);
     if (sink != nullptr && *sink) current = *sink;
+  } catch (...) {
+    DefaultSink(severity, message);
+    return;
   }
   if (!current) {
     DefaultSink(severity, message);
@@ -91,18 +107,68 @@ void Log(LogSeverity severity, std::string_view message) {
   }
   // A sink is user code below the library's noexcept boundary: what it throws
   // is reported on stderr with the message it was given, never propagated.
-  std::string what;
+  const char* what = "an exception that is not a std::exception";
+  std::string what_text;
   try {
     current(severity, message);
     return;
   } catch (const std::exception& e) {
-    what = e.what();
+    try {
+      what_text = e.what();
+      what = what_text.c_str();
+    } catch (...) {
+      what = "an exception whose message there was no memory to copy";
+    }
   } catch (...) {
-    what = "an exception that is not a std::exception";
   }
-  DefaultSink(LogSeverity::kError, std::string("the log sink threw (") + what +
-                                       "); the message it was given follows");
+  std::string note;
+  try {
+    note = std::string("the log sink threw (") + what +
+           "); the message it was given follows";
+  } catch (...) {
+    // No memory for the note: the short form below.
+  }
+  DefaultSink(LogSeverity::kError, note.empty()
+                                       ? std::string_view("the log sink threw")
+                                       : std::string_view(note));
   DefaultSink(severity, message);
+}
+
+}  // namespace
+
+namespace internal {
+
+void SendQueuedLogsBeforeAbort(LogQueue* own) {
+  // Outermost first: its messages were queued before the inner ones.
+  const ScopedLogDeferral* chain[64];
+  size_t n = 0;
+  for (const ScopedLogDeferral* d = deferral; d != nullptr && n < 64;
+       d = d->outer_) {
+    chain[n++] = d;
+  }
+  while (n > 0) {
+    LogQueue* q = chain[--n]->queue_;
+    for (const auto& [severity, message] : *q) SendNow(severity, message);
+    q->clear();
+  }
+  if (own != nullptr) {
+    for (const auto& [severity, message] : *own) SendNow(severity, message);
+    own->clear();
+  }
+}
+
+}  // namespace internal
+
+void Log(LogSeverity severity, std::string_view message) {
+  if (const internal::ScopedLogDeferral* d = internal::deferral) {
+    try {
+      d->queue_->emplace_back(severity, std::string(message));
+      return;
+    } catch (...) {
+      // No host memory to queue it: sent now rather than lost.
+    }
+  }
+  SendNow(severity, message);
 }
 
 }  // namespace bfc

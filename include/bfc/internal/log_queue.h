@@ -32,8 +32,17 @@ class ScopedLogDeferral {
   ScopedLogDeferral& operator=(const ScopedLogDeferral&) = delete;
 
  private:
-  LogQueue* const previous_;
+  friend void SendQueuedLogsBeforeAbort(LogQueue* own);
+  friend void ::bfc::Log(LogSeverity severity, std::string_view message);
+  LogQueue* const queue_;
+  const ScopedLogDeferral* const outer_;
 };
+
+// For a path about to abort, after which no lock release sends anything:
+// sends at once, past every deferral, what this thread's deferrals hold
+// (outermost, oldest, first), then `own` (an allocator's queue, under its
+// lock), clearing them.
+void SendQueuedLogsBeforeAbort(LogQueue* own);
 
 }  // namespace bfc::internal
 

@@ -16,9 +16,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
-
-#include "absl/container/flat_hash_set.h"
 
 namespace bfc {
 
@@ -62,7 +61,11 @@ struct AccountState {
   size_t index_in_parent = 0;
   // The names of the open ones: a new child's name is checked in O(1), not
   // against every sibling (a server may hold thousands, one per request).
-  absl::flat_hash_set<std::string> open_child_names;
+  // A std::unordered_set, not absl's: short of host memory, Debian's Abseil
+  // (20220623) freed a static sentinel in raw_hash_set::reserve (a crash in
+  // LogDeferralHostMemoryTest); the standard container's insert keeps its
+  // strong guarantee.
+  std::unordered_set<std::string> open_child_names;
 };
 
 }  // namespace internal
