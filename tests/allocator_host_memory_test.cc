@@ -1,13 +1,17 @@
 // File: tests/allocator_host_memory_test.cc
 // The host running out of memory for the allocator's own tables
-// (bfc/internal/shortage.h). This binary replaces the global operator new so
-// that, while a test arms it, the Nth host allocation inside an allocator
-// call fails (once, or from then on). Swept over every such allocation of a
-// workload that grows every table (the chunk table past a block, the chunk
-// map, B-tree bins, the free-region links, the fence list): no exception
-// leaves the allocator, Validate() holds after every operation, a failed
-// allocation fails whole, and once the host has memory again everything is
-// freed and allocating works.
+// (bfc/internal/shortage.h). This binary replaces the global operator new
+// (testing/failing_new.h) so that, while a test arms it, the Nth host
+// allocation inside an allocator call fails (once, or from then on). Swept
+// over the host allocations of workloads that grow every table (the chunk
+// table past a block, the chunk map, B-tree bins, the free-region links, the
+// fence list; the stream table, other streams' uses, multi-fences, events and
+// waits; the allocation sites): no exception leaves the allocator,
+// Validate() holds after every operation, a failed call fails whole (an
+// allocation nullptr, a stream call ResourceExhausted with nothing changed),
+// and once the host has memory again everything is freed and allocating
+// works.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -18,87 +22,60 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "bfc/allocator.h"
 #include "bfc/allocator_options.h"
+#include "bfc/stream_ops.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gtest/gtest.h"
+#include "testing/failing_new.h"
 #include "testing/quiet_log.h"
-
-// The replacements below free with std::free what they took with
-// std::malloc; gcc cannot see that they pair.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-namespace {
-
-// Armed: allocations are counted, and from number `fail_at` on (`fail_all`)
-// or at that one only, operator new fails.
-struct HostMemory {
-  bool armed = false;
-  bool fail_all = false;
-  long count = 0;
-  long fail_at = -1;
-  long failed = 0;
-};
-thread_local HostMemory g_host;
-
-bool ShouldFail() {
-  if (!g_host.armed) return false;
-  const long n = g_host.count++;
-  if (n == g_host.fail_at ||
-      (g_host.fail_all && n > g_host.fail_at && g_host.fail_at >= 0)) {
-    ++g_host.failed;
-    return true;
-  }
-  return false;
-}
-
-// Arms the host for the scope of one allocator call.
-class Armed {
- public:
-  Armed() { g_host.armed = true; }
-  ~Armed() { g_host.armed = false; }
-};
-
-}  // namespace
-
-void* operator new(size_t n) {
-  if (ShouldFail()) throw std::bad_alloc();
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](size_t n) { return operator new(n); }
-void* operator new(size_t n, const std::nothrow_t&) noexcept {
-  if (ShouldFail()) return nullptr;
-  return std::malloc(n == 0 ? 1 : n);
-}
-void* operator new[](size_t n, const std::nothrow_t& t) noexcept {
-  return operator new(n, t);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept {
-  std::free(p);
-}
 
 namespace bfc {
 namespace {
 
-// Not yet the streams (their stream table, events and multi-fences) nor
-// the allocation sites (an Abseil hash map, which Debian's Abseil leaves
-// broken when its growth throws): they still grow with exceptions in the
-// middle of a call.
-enum class Setup { kTf, kLowFootprint };
+using ::bfc::testing::Armed;
+using ::bfc::testing::g_host;
+using ::bfc::testing::HostMemory;
+
+// The tables every setup grows, plus: kStreams the stream table, fences
+// over several streams (multi-fences), events and the other streams' uses of
+// live memory; kSites the allocation sites' stacks.
+enum class Setup { kTf, kLowFootprint, kStreams, kSites };
+
+// Events that need no host memory (the fake of testing/fake_stream_ops.h
+// allocates, which would move the failures into it): an event is its
+// number, complete once the workload has let the device run past it.
+class CountingStreamOps : public StreamOps {
+ public:
+  absl::StatusOr<Event> RecordEvent(StreamId) override {
+    return reinterpret_cast<Event>(++recorded_);
+  }
+  absl::StatusOr<bool> QueryEvent(Event e) override {
+    return reinterpret_cast<uintptr_t>(e) <= done_;
+  }
+  absl::Status StreamWaitEvent(StreamId, Event) override {
+    return absl::OkStatus();
+  }
+  absl::Status SynchronizeEvent(Event e) override {
+    done_ = std::max(done_, reinterpret_cast<uintptr_t>(e));
+    return absl::OkStatus();
+  }
+  void ReleaseEvent(Event) override {}
+  // Everything recorded so far completes.
+  void RunAll() { done_ = recorded_; }
+
+ private:
+  uintptr_t recorded_ = 0;
+  uintptr_t done_ = 0;
+};
 
 struct Outcome {
   long host_allocations = 0;  // inside allocator calls, unarmed count
   long failed_allocations = 0;
   long host_failures = 0;
-  std::string error;  // the first broken promise, or ""
+  StreamStats streams;  // what the stream paths did
+  std::string error;    // the first broken promise, or ""
 };
 
 // A workload that grows every table: ~2500 chunks (the chunk table past a
@@ -109,11 +86,25 @@ Outcome Workload(Setup setup, long fail_at, bool fail_all) {
   if (setup == Setup::kLowFootprint) {
     EXPECT_TRUE(ApplyAllocatorPreset(o, "low_footprint").ok());
   }
+  o.record_allocation_sites = setup == Setup::kSites;
   // One thread: a failed allocation has nobody's free to wait for.
   o.allow_retry_on_failure = false;
   constexpr size_t kLimit = size_t{1} << 30;
   Allocator a(std::make_unique<VirtualSubAllocator>(2 * kLimit), kLimit, "host",
               o);
+  CountingStreamOps* ops = nullptr;
+  if (setup == Setup::kStreams) {
+    auto owned = std::make_unique<CountingStreamOps>();
+    ops = owned.get();
+    EXPECT_TRUE(a.SetStreamOps(std::move(owned)).ok());
+  }
+  // Streams 1-4 at a time; a forgotten one is replaced by a new handle.
+  uintptr_t streams[4] = {1, 2, 3, 4};
+  uintptr_t next_stream = 5;
+  auto stream = [&](uint64_t r) {
+    const uintptr_t s = r % 5 == 0 ? 0 : streams[r % 4];
+    return reinterpret_cast<StreamId>(s);
+  };
   std::mt19937_64 rng(42);
   std::vector<void*> live;
   Outcome run;
@@ -122,23 +113,36 @@ Outcome Workload(Setup setup, long fail_at, bool fail_all) {
   g_host.fail_all = fail_all;
   auto check = [&](const char* what, int i) {
     if (!run.error.empty()) return;
-    const bool was = g_host.armed;
-    g_host.armed = false;
+    testing::Disarmed disarmed;
     const absl::Status v = a.Validate();
-    g_host.armed = was;
     if (!v.ok()) {
       run.error = std::string(what) + " #" + std::to_string(i) + ": " +
                   std::string(v.message());
     }
   };
+  // A stream call may fail for want of host memory, and then only so.
+  auto expect_ok_or_short = [&](const absl::Status& s, const char* what) {
+    if (s.ok() || !run.error.empty()) return;
+    if (s.code() != absl::StatusCode::kResourceExhausted ||
+        g_host.failed == 0) {
+      testing::Disarmed disarmed;
+      run.error = std::string(what) + ": " + std::string(s.message());
+    }
+  };
   for (int i = 0; i < 6000 && run.error.empty(); ++i) {
-    const bool allocate = live.empty() || rng() % 5 < 3;
+    const uint64_t roll = rng() % 20;
+    const bool allocate = live.empty() || roll < 12;
     try {
       if (allocate) {
         size_t bytes = 256 * (1 + rng() % 16);
         if (rng() % 64 == 0) bytes = (1 + rng() % 8) << 20;
         void* p = nullptr;
-        {
+        if (setup == Setup::kStreams) {
+          const StreamId s = stream(rng());
+          Armed armed;
+          absl::StatusOr<void*> r = a.AllocateOnStream(s, bytes);
+          if (r.ok()) p = *r;
+        } else {
           Armed armed;
           p = a.AllocateRaw(256, bytes);
         }
@@ -147,9 +151,45 @@ Outcome Workload(Setup setup, long fail_at, bool fail_all) {
         } else {
           ++run.failed_allocations;
         }
+      } else if (setup == Setup::kStreams && roll < 14) {
+        // Another stream uses live memory, or waits for one; the device
+        // runs; a stream ends and a new one takes its place.
+        const uint64_t r = rng();
+        void* p = live[r % live.size()];
+        const StreamId s = stream(r >> 8);
+        const StreamId t = stream(r >> 16);
+        absl::Status st;
+        {
+          Armed armed;
+          switch (roll) {
+            case 12:
+              st = a.RecordStreamUse(p, s);
+              break;
+            default:
+              if ((r >> 24) % 4 == 0) {
+                st = a.NotifyStreamWait(s, t);
+              } else if ((r >> 24) % 4 == 1 && s != kImplicitStream) {
+                st = a.ForgetStream(s);
+                streams[(r >> 8) % 4] = next_stream++;
+              } else {
+                ops->RunAll();
+              }
+              break;
+          }
+        }
+        expect_ok_or_short(st, "a stream call");
       } else {
         const size_t k = rng() % live.size();
-        {
+        if (setup == Setup::kStreams) {
+          const StreamId s = stream(rng());
+          absl::Status st;
+          {
+            Armed armed;
+            st = a.DeallocateOnStream(live[k], s);
+          }
+          expect_ok_or_short(st, "DeallocateOnStream");
+          if (!st.ok()) continue;  // not freed: it stays live
+        } else {
           Armed armed;
           a.DeallocateRaw(live[k]);
         }
@@ -173,6 +213,7 @@ Outcome Workload(Setup setup, long fail_at, bool fail_all) {
   run.host_allocations = g_host.count;
   run.host_failures = g_host.failed;
   g_host = HostMemory();
+  run.streams = a.GetStreamStats();
   check("at the end", -1);
   // The host has memory again: everything frees, and allocating works.
   for (void* p : live) a.DeallocateRaw(p);
@@ -202,12 +243,21 @@ TEST_P(HostMemoryTest, EveryHostAllocationMayFail) {
   ASSERT_EQ(clean.error, "");
   ASSERT_GT(clean.host_allocations, 20);
   EXPECT_EQ(clean.failed_allocations, 0);
+  if (GetParam() == Setup::kStreams) {
+    // The workload reaches what it is meant to: streams replaced (slots
+    // recycled), events, waits on the device.
+    EXPECT_GT(clean.streams.streams, 50);
+    EXPECT_GT(clean.streams.events_recorded, 50);
+    EXPECT_GT(clean.streams.waits_inserted + clean.streams.synchronizations, 0);
+  }
   // About 40 points across the workload's host allocations, the first ones
-  // (the tables' first growths) each.
+  // (the tables' first growths) each; at each, that allocation fails alone,
+  // or it and every later one (a host that stays short: the emergency
+  // arena's nodes, which pools give back when destroyed, carry it).
   long failed_somewhere = 0;
   const long stride = std::max<long>(1, clean.host_allocations / 40);
   for (long n = 0; n < clean.host_allocations; n += n < 16 ? 1 : stride) {
-    for (bool fail_all : {false}) {
+    for (bool fail_all : {false, true}) {
       SCOPED_TRACE(::testing::Message()
                    << "host allocation " << n << (fail_all ? " on" : " only"));
       const Outcome r = Workload(GetParam(), n, fail_all);
@@ -221,13 +271,18 @@ TEST_P(HostMemoryTest, EveryHostAllocationMayFail) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Setups, HostMemoryTest,
-                         ::testing::Values(Setup::kTf, Setup::kLowFootprint),
+                         ::testing::Values(Setup::kTf, Setup::kLowFootprint,
+                                           Setup::kStreams, Setup::kSites),
                          [](const ::testing::TestParamInfo<Setup>& info) {
                            switch (info.param) {
                              case Setup::kTf:
                                return std::string("tf");
                              case Setup::kLowFootprint:
                                return std::string("low_footprint");
+                             case Setup::kStreams:
+                               return std::string("streams");
+                             case Setup::kSites:
+                               return std::string("sites");
                            }
                            return std::string("?");
                          });

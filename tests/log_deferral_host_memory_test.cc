@@ -1,8 +1,8 @@
 // The host running out of memory around deferred log delivery and account
 // creation, from a review: each failed on the code it was written against.
-// This binary replaces the global operator new: while armed on a thread,
-// allocations of exactly `fail_size` bytes fail, or (fail_at >= 0) the
-// fail_at-th allocation fails.
+// This binary replaces the global operator new (testing/failing_new.h):
+// while armed on a thread, allocations of exactly `fail_size` bytes fail, or
+// (fail_at >= 0) the fail_at-th allocation fails.
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
@@ -20,60 +20,14 @@
 #include "bfc/log.h"
 #include "bfc/units.h"
 #include "gtest/gtest.h"
+#include "testing/failing_new.h"
 #include "testing/fuse.h"
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-namespace {
-
-struct HostMemory {
-  bool armed = false;
-  size_t fail_size = 0;  // 0: off
-  long fail_at = -1;     // -1: off
-  long count = 0;
-  long failed = 0;
-};
-thread_local HostMemory g_host;
-
-bool ShouldFail(size_t n) {
-  if (!g_host.armed) return false;
-  const long k = g_host.count++;
-  if ((g_host.fail_size != 0 && n == g_host.fail_size) ||
-      (g_host.fail_at >= 0 && k == g_host.fail_at)) {
-    ++g_host.failed;
-    return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-void* operator new(size_t n) {
-  if (ShouldFail(n)) throw std::bad_alloc();
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](size_t n) { return operator new(n); }
-void* operator new(size_t n, const std::nothrow_t&) noexcept {
-  if (ShouldFail(n)) return nullptr;
-  return std::malloc(n == 0 ? 1 : n);
-}
-void* operator new[](size_t n, const std::nothrow_t& t) noexcept {
-  return operator new(n, t);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept {
-  std::free(p);
-}
 
 namespace bfc {
 namespace {
+
+using ::bfc::testing::g_host;
+using ::bfc::testing::HostMemory;
 
 // Log() copies the sink (a std::function) for every message. A sink whose
 // callable does not fit std::function's small buffer (here a lambda holding

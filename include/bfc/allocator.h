@@ -79,6 +79,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -88,6 +89,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "bfc/allocator_options.h"
 #include "bfc/allocator_stats.h"
 #include "bfc/internal/bin.h"
@@ -704,14 +706,32 @@ class Allocator {
     // that point (NotifyStreamWait or a wait the allocator inserted).
     std::vector<std::pair<StreamSlot, uint64_t>> waits_for;
   };
+  // One stream's point in a fence.
+  using FencePart = std::pair<StreamSlot, uint64_t>;
   struct MultiFence {
-    std::vector<std::pair<StreamSlot, uint64_t>> parts;  // by slot, unique
+    std::vector<FencePart> parts;  // by slot, unique
     uint32_t refs = 0;  // chunks holding it; 0: on free_multi_fences_
+  };
+  // Other streams' uses of an in-use chunk (RecordStreamUse), and the room
+  // the fence of its free takes (`parts`, capacity above the uses; and one
+  // multi-fence record: see ReserveMultiFenceLocked), made when a use is
+  // recorded, which may fail: so a free never needs host memory.
+  struct ExtraUses {
+    std::vector<StreamSlot> slots;
+    std::vector<FencePart> parts;
   };
   // The slot of `stream`, registering it (and leaving single-stream mode)
   // when new, in a recycled slot when one is free; ResourceExhausted when
   // kMaxStreams slots are all taken.
   absl::StatusOr<StreamSlot> SlotFor(StreamId stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // SlotFor for a stream not in stream_slots_; throws std::bad_alloc,
+  // having changed nothing, when the host has no memory for it.
+  absl::StatusOr<StreamSlot> NewSlotFor(StreamId stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // FailedPrecondition: no event can show `stream`'s work complete (built
+  // without throwing).
+  absl::Status NoEventStatus(StreamId stream) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Makes the slots of forgotten streams that nothing names any more (no
   // fence, multi-fence, wait or use by another stream) free for new streams,
@@ -728,6 +748,16 @@ class Allocator {
   void FenceParts(uint64_t fence,
                   std::vector<std::pair<StreamSlot, uint64_t>>* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The same without copying (the paths that must not need host memory):
+  // a view of the multi-fence's parts, or of `*single`, filled in. Valid
+  // until multi_fences_ changes.
+  absl::Span<const FencePart> FenceSpan(uint64_t fence, FencePart* single) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A multi-fence record for every chunk with other streams' uses (the
+  // record its free may take), and room on free_multi_fences_ for every
+  // record; throws std::bad_alloc, changing nothing that matters, when the
+  // host has no memory.
+  void ReserveMultiFenceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether memory behind `fence` may be used by `slot` now, from what is
   // known (no StreamOps call).
   bool FenceSafeFor(uint64_t fence, StreamSlot slot) const
@@ -984,13 +1014,16 @@ class Allocator {
   size_t forgotten_slots_ ABSL_GUARDED_BY(mutex_) = 0;
   size_t next_slot_collection_ ABSL_GUARDED_BY(mutex_) = kMinSlotCollection;
   int64_t streams_seen_ ABSL_GUARDED_BY(mutex_) = 1;
-  absl::flat_hash_map<StreamId, StreamSlot> stream_slots_
+  // std::unordered_map, not absl::flat_hash_map, here and below: a node
+  // map's insertion that throws changes nothing, where Debian's Abseil
+  // leaves a flat map broken when its growth runs out of memory.
+  std::unordered_map<StreamId, StreamSlot> stream_slots_
       ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<StreamOps> stream_ops_ ABSL_GUARDED_BY(mutex_);
   std::vector<MultiFence> multi_fences_ ABSL_GUARDED_BY(mutex_);
   std::vector<uint32_t> free_multi_fences_ ABSL_GUARDED_BY(mutex_);
   // In-use chunks other streams also use (RecordStreamUse).
-  absl::flat_hash_map<ChunkHandle, std::vector<StreamSlot>> extra_uses_
+  std::unordered_map<ChunkHandle, ExtraUses> extra_uses_
       ABSL_GUARDED_BY(mutex_);
   // The stream of the allocation in progress.
   StreamSlot alloc_stream_ ABSL_GUARDED_BY(mutex_) = 0;
@@ -1039,7 +1072,9 @@ class Allocator {
   absl::Status extend_error_ ABSL_GUARDED_BY(mutex_);
   SubAllocatorFailures sub_failures_ ABSL_GUARDED_BY(mutex_);
   // allocation id -> call stack, with Options::record_allocation_sites.
-  absl::flat_hash_map<int64_t, RawStack> sites_ ABSL_GUARDED_BY(mutex_);
+  // Live allocations whose site the host had no memory to record.
+  std::unordered_map<int64_t, RawStack> sites_ ABSL_GUARDED_BY(mutex_);
+  size_t sites_unrecorded_ ABSL_GUARDED_BY(mutex_) = 0;
   // RecordMemoryHistory's ring: null while off, so the hot paths test one
   // pointer. `next` is where the next event goes once the ring is full.
   struct History {

@@ -726,6 +726,19 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     return nullptr;
   }
   if (dedicated) {
+    // The place its free may park it (FreeDedicated) is made now, where
+    // failing is allowed.
+    const auto regions = static_cast<size_t>(num_dedicated_regions_);
+    if (pending_dedicated_.capacity() <= regions) {
+      try {
+        pending_dedicated_.reserve(
+            std::max<size_t>(regions + 1, 2 * pending_dedicated_.capacity()));
+      } catch (...) {
+        extend_error_ =
+            internal::NoHostMemoryStatus("the allocator's own tables");
+        return nullptr;
+      }
+    }
     // Exact memory of its own, handed out whole; on failure, fully-free
     // regions are given back (with garbage_collection) and it is tried once
     // more, as for a pooled request.
@@ -893,7 +906,9 @@ ABSL_ATTRIBUTE_NOINLINE void Allocator::FreeDedicated(
       !SynchronizeFence(chunks_[h].fence).ok()) {
     // Its stream's work must be done before it goes back (as cudaFree
     // synchronizes); it could not be waited for (logged), so it stays,
-    // unused, until its fence is known complete.
+    // unused, until its fence is known complete. (Room made when it was
+    // allocated.)
+    BFC_DCHECK_LT(pending_dedicated_.size(), pending_dedicated_.capacity());
     pending_dedicated_.push_back(h);
     MaybeValidate("Deallocate (dedicated region, pending)");
     return;
@@ -1115,6 +1130,11 @@ void Allocator::MergeDeferred() {
   // cleaned since is dropped; one still pending, or out of its bin for now
   // (a dedicated region's), stays.
   std::vector<ChunkHandle> ready;
+  try {
+    ready.reserve(fenced_chunks_.size());
+  } catch (...) {
+    return;  // merges wait for a host with memory; the pool may grow instead
+  }
   size_t kept = 0;
   for (size_t i = 0; i < fenced_chunks_.size(); ++i) {
     const ChunkHandle h = fenced_chunks_[i];
@@ -1415,11 +1435,19 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
             &what)) {
       // Not a size problem, so no back-off: the request fails with it.
       ++sub_failures_.alloc_exceptions;
-      extend_error_ = absl::InternalError(absl::StrFormat(
-          "Allocator '%s': SubAllocator::Alloc(%d bytes, alignment %d) "
-          "threw: %s",
-          name_, bytes, region_alignment, what));
-      DeferLog(LogSeverity::kError, std::string(extend_error_.message()));
+      // Described when the host can spare the memory (a sub-allocator that
+      // threw std::bad_alloc may have found it without: HostHasRoomFor).
+      extend_error_ = absl::Status(absl::StatusCode::kInternal, "");
+      if (internal::HostHasRoomFor(kReportRoomBytes)) {
+        try {
+          extend_error_ = absl::InternalError(absl::StrFormat(
+              "Allocator '%s': SubAllocator::Alloc(%d bytes, alignment %d) "
+              "threw: %s",
+              name_, bytes, region_alignment, what));
+          DeferLog(LogSeverity::kError, std::string(extend_error_.message()));
+        } catch (...) {
+        }
+      }
       return false;
     }
     if (mem != nullptr) {
@@ -2062,8 +2090,16 @@ absl::Status Allocator::FreeOnStream(void* ptr, StreamId stream,
   if (h == kInvalidChunkHandle) {
     ++stats_.num_invalid_frees;
     MaybeValidate(what);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Allocator '", name_, "': ", what, ": ", DescribeInvalidPointer(ptr)));
+    // Described when the host can spare the memory (see HostHasRoomFor).
+    if (internal::HostHasRoomFor(kReportRoomBytes)) {
+      try {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Allocator '", name_, "': ", what, ": ",
+                         DescribeInvalidPointer(ptr)));
+      } catch (...) {
+      }
+    }
+    return absl::Status(absl::StatusCode::kInvalidArgument, "");
   }
   absl::StatusOr<StreamSlot> slot = SlotFor(stream);
   if (!slot.ok()) return slot.status();  // nothing freed
@@ -2119,10 +2155,32 @@ absl::Status Allocator::RecordStreamUse(void* ptr, StreamId stream) {
   if (!slot.ok()) return slot.status();
   // While only the implicit stream is in use there is nothing to fence.
   if (!multi_stream_) return absl::OkStatus();
-  std::vector<StreamSlot>& uses = extra_uses_[h];
-  if (std::find(uses.begin(), uses.end(), *slot) == uses.end()) {
-    uses.push_back(*slot);
+  // Everything the chunk's free will need is made here, where failing is
+  // allowed: the use, room for the fence's parts and a multi-fence record.
+  // Each step completes or throws having changed nothing (a new entry is
+  // removed again), so a host out of memory fails the call whole.
+  auto it = extra_uses_.find(h);
+  if (it != extra_uses_.end() &&
+      std::find(it->second.slots.begin(), it->second.slots.end(), *slot) !=
+          it->second.slots.end()) {
+    MaybeValidate("RecordStreamUse");
+    return absl::OkStatus();  // known already
   }
+  bool inserted = false;
+  try {
+    if (it == extra_uses_.end()) {
+      it = extra_uses_.try_emplace(h).first;
+      inserted = true;
+    }
+    ExtraUses& uses = it->second;
+    uses.slots.reserve(uses.slots.size() + 1);
+    uses.parts.reserve(uses.slots.size() + 2);
+    ReserveMultiFenceLocked();
+  } catch (...) {
+    if (inserted) extra_uses_.erase(it);
+    return internal::NoHostMemoryStatus("RecordStreamUse");
+  }
+  it->second.slots.push_back(*slot);
   MaybeValidate("RecordStreamUse");
   return absl::OkStatus();
 }

@@ -97,7 +97,16 @@ std::vector<std::string> Allocator::SymbolizeSite(void* const* frames,
 }
 
 void Allocator::RecordAllocationSite(int64_t allocation_id) {
-  RawStack& stack = sites_[allocation_id];
+  RawStack* entry;
+  try {
+    entry = &sites_[allocation_id];
+  } catch (...) {
+    // A diagnostic, not worth failing the allocation for: dumps and reports
+    // show this allocation without its site.
+    ++sites_unrecorded_;
+    return;
+  }
+  RawStack& stack = *entry;
   // The allocator's own frames are dropped when the site is symbolized
   // (their number depends on inlining). Debian's Abseil unwinds by frame
   // pointers, hence -fno-omit-frame-pointer on this library (src/CMakeLists).
@@ -107,7 +116,9 @@ void Allocator::RecordAllocationSite(int64_t allocation_id) {
 }
 
 void Allocator::ForgetAllocationSite(int64_t allocation_id) {
-  sites_.erase(allocation_id);
+  if (sites_.erase(allocation_id) == 0 && sites_unrecorded_ > 0) {
+    --sites_unrecorded_;
+  }
 }
 
 const char* MemoryEventActionName(MemoryEvent::Action action) {

@@ -100,7 +100,11 @@ absl::Status Allocator::NotifyStreamWait(StreamId consumer, StreamId producer) {
   auto it = std::find_if(w.begin(), w.end(),
                          [&](const auto& e) { return e.first == *p; });
   if (it == w.end()) {
-    w.emplace_back(*p, point);
+    try {
+      w.emplace_back(*p, point);
+    } catch (...) {
+      return internal::NoHostMemoryStatus("NotifyStreamWait");
+    }
   } else {
     it->second = std::max(it->second, point);
   }
@@ -123,7 +127,8 @@ absl::Status Allocator::ForgetStream(StreamId stream) {
   // another stream: its fence then names this stream's last point (see
   // StampFree), so that point must cover the uses made so far.
   for (const auto& [h, uses] : extra_uses_) {
-    if (std::find(uses.begin(), uses.end(), slot) != uses.end()) {
+    if (std::find(uses.slots.begin(), uses.slots.end(), slot) !=
+        uses.slots.end()) {
       ++st.seq;
       break;
     }
@@ -185,6 +190,16 @@ Allocator::StreamStats Allocator::StreamStatsLocked() const {
 absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
   auto it = stream_slots_.find(stream);
   if (ABSL_PREDICT_TRUE(it != stream_slots_.end())) return it->second;
+  // A new stream's entries: each growth below either completes or throws
+  // before anything changed, so a host out of memory fails the call whole.
+  try {
+    return NewSlotFor(stream);
+  } catch (...) {
+    return internal::NoHostMemoryStatus("a new stream");
+  }
+}
+
+absl::StatusOr<Allocator::StreamSlot> Allocator::NewSlotFor(StreamId stream) {
   if (free_slots_.empty() && (forgotten_slots_ >= next_slot_collection_ ||
                               streams_.size() >= kMaxStreams)) {
     CollectForgottenSlots();
@@ -210,9 +225,13 @@ absl::StatusOr<Allocator::StreamSlot> Allocator::SlotFor(StreamId stream) {
                      StreamName(stream), " refused"));
   }
   const auto slot = static_cast<StreamSlot>(streams_.size());
+  // Room first, then the map, then the entry (which cannot throw now).
+  if (streams_.size() == streams_.capacity()) {
+    streams_.reserve(2 * streams_.size());
+  }
+  stream_slots_.emplace(stream, slot);
   streams_.emplace_back();
   streams_.back().id = stream;
-  stream_slots_.emplace(stream, slot);
   ++streams_seen_;
   if (!multi_stream_) {
     // Leaving single-stream mode: memory freed so far on the implicit stream
@@ -238,13 +257,14 @@ void Allocator::CollectForgottenSlots() {
   // chunk (every such chunk is on the fenced-chunk list, unless a listing
   // failed for want of memory: then the bins and the parked dedicated chunks
   // hold them all), or another stream's use of a live chunk.
+  // Its memory first (SlotFor fails whole if the host has none).
   std::vector<bool> named(streams_.size(), false);
-  std::vector<std::pair<StreamSlot, uint64_t>> parts;
+  free_slots_.reserve(streams_.size());
   // A point known complete names nothing: the slot's points all count as
   // complete once it is free (and a new stream's points come after them).
   auto name_fence = [&](uint64_t fence) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    FenceParts(fence, &parts);
-    for (const auto& [p, q] : parts) {
+    FencePart one;
+    for (const auto& [p, q] : FenceSpan(fence, &one)) {
       if (q > streams_[p].completed) named[p] = true;
     }
   };
@@ -266,7 +286,7 @@ void Allocator::CollectForgottenSlots() {
   // that its count of holders is exact.)
   for (const ChunkHandle h : pending_dedicated_) name_fence(chunks_[h].fence);
   for (const auto& [h, uses] : extra_uses_) {
-    for (const StreamSlot u : uses) named[u] = true;
+    for (const StreamSlot u : uses.slots) named[u] = true;
   }
   size_t freed = 0;
   for (StreamSlot p = 1; p < streams_.size(); ++p) {
@@ -306,17 +326,21 @@ uint64_t Allocator::StampFree(ChunkHandle h, StreamSlot slot) {
   if (ABSL_PREDICT_TRUE(it == extra_uses_.end())) {
     return uint64_t{slot} << kFenceSeqBits | own;
   }
-  std::vector<std::pair<StreamSlot, uint64_t>> parts;
+  // In the room RecordStreamUse made: a free needs no host memory.
+  std::vector<FencePart>& parts = it->second.parts;
+  BFC_DCHECK_GT(parts.capacity(), it->second.slots.size());
+  parts.clear();
   parts.emplace_back(slot, own);
-  for (StreamSlot u : it->second) {
+  for (StreamSlot u : it->second.slots) {
     if (u == slot) continue;
     // A forgotten stream runs nothing more: its uses are covered by the
     // point ForgetStream stamped (and its last event).
     StreamState& user = streams_[u];
     parts.emplace_back(u, user.forgotten ? user.seq : ++user.seq);
   }
+  const uint64_t fence = MakeFence(parts);
   extra_uses_.erase(it);
-  return MakeFence(parts);
+  return fence;
 }
 
 void Allocator::FenceParts(
@@ -330,6 +354,32 @@ void Allocator::FenceParts(
   }
   out->emplace_back(static_cast<StreamSlot>(fence >> kFenceSeqBits),
                     fence & kFenceSeqMask);
+}
+
+absl::Span<const Allocator::FencePart> Allocator::FenceSpan(
+    uint64_t fence, FencePart* single) const {
+  if (fence == 0) return {};
+  if (fence & kMultiFenceBit) {
+    return multi_fences_[fence & ~kMultiFenceBit].parts;
+  }
+  *single = FencePart(static_cast<StreamSlot>(fence >> kFenceSeqBits),
+                      fence & kFenceSeqMask);
+  return absl::MakeConstSpan(single, 1);
+}
+
+void Allocator::ReserveMultiFenceLocked() {
+  // A chunk with other streams' uses takes at most one record when freed
+  // (StampFree; merges never make one, see JoinFences), so a record for
+  // each, free or never used yet, is enough.
+  const size_t unused = multi_fences_.capacity() - multi_fences_.size();
+  if (free_multi_fences_.size() + unused >= extra_uses_.size()) return;
+  const size_t needed =
+      multi_fences_.size() + extra_uses_.size() - free_multi_fences_.size();
+  const size_t capacity = std::max(needed, 2 * multi_fences_.capacity());
+  // The free list first: UnrefFence pushes onto it without throwing while
+  // its capacity covers every record.
+  free_multi_fences_.reserve(capacity);
+  multi_fences_.reserve(capacity);
 }
 
 bool Allocator::PointSafeFor(StreamSlot producer, uint64_t point,
@@ -408,11 +458,18 @@ uint64_t Allocator::MakeFence(
     index = free_multi_fences_.back();
     free_multi_fences_.pop_back();
   } else {
+    // Within the room ReserveMultiFenceLocked made for StampFree.
+    if (multi_fences_.size() == multi_fences_.capacity()) {
+      free_multi_fences_.reserve(2 * multi_fences_.size() + 1);
+      multi_fences_.reserve(2 * multi_fences_.size() + 1);
+    }
     index = static_cast<uint32_t>(multi_fences_.size());
     multi_fences_.emplace_back();
   }
   MultiFence& m = multi_fences_[index];
-  m.parts = parts;
+  // Swapped in, not copied: the caller's vector holds the record's old
+  // (empty) storage.
+  m.parts.swap(parts);
   m.refs = 1;
   return kMultiFenceBit | index;
 }
@@ -444,6 +501,17 @@ uint64_t Allocator::JoinFences(uint64_t a, uint64_t b) {
     return a;
   }
   if (a == 0) return b;
+  // One side proven complete: the other alone says the same, and no new
+  // record is needed (so a merge needs no host memory: MayMergeFences
+  // allows nothing else across streams).
+  if (FenceComplete(a)) {
+    UnrefFence(a);
+    return b;
+  }
+  if (FenceComplete(b)) {
+    UnrefFence(b);
+    return a;
+  }
   if (!((a | b) & kMultiFenceBit) &&
       (a >> kFenceSeqBits) == (b >> kFenceSeqBits)) {
     return std::max(a, b);  // one stream: the later point
@@ -463,10 +531,27 @@ uint64_t Allocator::JoinFences(uint64_t a, uint64_t b) {
 void Allocator::StreamOpFailed(const absl::Status& s) {
   ++stream_stats_.stream_op_errors;
   stream_error_ = s;
-  DeferLog(LogSeverity::kError,
-           absl::StrCat("Allocator '", name_, "': ", s.message(),
-                        " (the memory involved stays unused until it is known "
-                        "safe)"));
+  // Reported when the host can spare the memory (see HostHasRoomFor); the
+  // counts and stream_error_ record it regardless.
+  if (!internal::HostHasRoomFor(kReportRoomBytes)) return;
+  try {
+    DeferLog(LogSeverity::kError,
+             absl::StrCat("Allocator '", name_, "': ", s.message(),
+                          " (the memory involved stays unused until it is "
+                          "known safe)"));
+  } catch (...) {
+  }
+}
+
+absl::Status Allocator::NoEventStatus(StreamId stream) const {
+  if (internal::HostHasRoomFor(kReportRoomBytes)) {
+    try {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no event can cover stream ", StreamName(stream)));
+    } catch (...) {
+    }
+  }
+  return absl::Status(absl::StatusCode::kFailedPrecondition, "");
 }
 
 bool Allocator::EventCovering(StreamSlot producer, uint64_t point,
@@ -495,8 +580,7 @@ bool Allocator::EventCovering(StreamSlot producer, uint64_t point,
   } catch (...) {
     // No host memory to keep it: given up, as if it had failed.
     CallReleaseEvent(*e);
-    *error =
-        absl::ResourceExhaustedError("no host memory to keep a stream event");
+    *error = internal::NoHostMemoryStatus("a stream event");
     return false;
   }
   // Recorded now, after every free stamped so far on the stream.
@@ -593,9 +677,8 @@ void Allocator::PollStreams() {
 
 void Allocator::CoverFence(uint64_t fence) {
   if (stream_ops_ == nullptr) return;
-  std::vector<std::pair<StreamSlot, uint64_t>> parts;
-  FenceParts(fence, &parts);
-  for (const auto& [p, q] : parts) {
+  FencePart one;
+  for (const auto& [p, q] : FenceSpan(fence, &one)) {
     if (q > streams_[p].completed && q > streams_[p].recorded) {
       absl::Status error;
       StreamOps::Event event;
@@ -608,17 +691,13 @@ absl::Status Allocator::InsertWaits(uint64_t fence, StreamSlot slot) {
   if (stream_ops_ == nullptr) {
     return absl::FailedPreconditionError("no StreamOps");
   }
-  std::vector<std::pair<StreamSlot, uint64_t>> parts;
-  FenceParts(fence, &parts);
-  for (const auto& [p, q] : parts) {
+  FencePart one;
+  for (const auto& [p, q] : FenceSpan(fence, &one)) {
     if (PointSafeFor(p, q, slot)) continue;
     absl::Status error;
     StreamOps::Event e;
     if (!EventCovering(p, q, &e, &error)) {
-      return error.ok() ? absl::FailedPreconditionError(
-                              absl::StrCat("no event can cover stream ",
-                                           StreamName(streams_[p].id)))
-                        : error;
+      return error.ok() ? NoEventStatus(streams_[p].id) : error;
     }
     ++stream_stats_.waits_inserted;
     absl::Status s = CallStreamWaitEvent(streams_[slot].id, e);
@@ -638,23 +717,28 @@ absl::Status Allocator::InsertWaits(uint64_t fence, StreamSlot slot) {
       upto = std::max(upto, covers);
       known = true;
     }
-    if (!known) w.emplace_back(p, covers);
+    if (!known) {
+      try {
+        w.emplace_back(p, covers);
+      } catch (...) {
+        // The wait is on the device all the same; only the knowledge that
+        // later frees on `p` up to `covers` are safe here is lost (a later
+        // reuse asks again).
+      }
+    }
   }
   return absl::OkStatus();
 }
 
 absl::Status Allocator::SynchronizeFence(uint64_t fence) {
-  std::vector<std::pair<StreamSlot, uint64_t>> parts;
-  FenceParts(fence, &parts);
-  for (const auto& [p, q] : parts) {
+  FencePart one;
+  for (const auto& [p, q] : FenceSpan(fence, &one)) {
     StreamState& st = streams_[p];
     if (q <= st.completed) continue;
     absl::Status error;
     StreamOps::Event e;
     if (!EventCovering(p, q, &e, &error)) {
-      return error.ok() ? absl::FailedPreconditionError(absl::StrCat(
-                              "no event can cover stream ", StreamName(st.id)))
-                        : error;
+      return error.ok() ? NoEventStatus(st.id) : error;
     }
     ++stream_stats_.synchronizations;
     absl::Status s = CallSynchronizeEvent(e);
@@ -809,6 +893,20 @@ absl::Status Allocator::ValidateStreamsLocked() const {
     if (!chunks_.InRange(h) || !chunks_[h].in_use()) {
       return fail("stream uses recorded for chunk ", h, ", not in use");
     }
+    if (uses.slots.empty() || uses.parts.capacity() <= uses.slots.size()) {
+      return fail("stream uses of chunk ", h, ": ", uses.slots.size(),
+                  " streams, room for ", uses.parts.capacity(), " fence parts");
+    }
+  }
+  // The room a free's fence takes (ReserveMultiFenceLocked).
+  const size_t unused = multi_fences_.capacity() - multi_fences_.size();
+  if (free_multi_fences_.size() + unused < extra_uses_.size() ||
+      free_multi_fences_.capacity() < multi_fences_.size()) {
+    return fail("multi-fence room: ", free_multi_fences_.size(), " free + ",
+                unused, " unused records for ", extra_uses_.size(),
+                " chunks with other streams' uses; free list capacity ",
+                free_multi_fences_.capacity(), " for ", multi_fences_.size(),
+                " records");
   }
   return absl::OkStatus();
 }

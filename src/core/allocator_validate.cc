@@ -380,9 +380,11 @@ absl::Status Allocator::ValidateLocked() const {
                 " but in-use chunks asked for ", requested_bytes);
   }
   const size_t live_allocations = chunks_seen - free_chunks;
-  if (opts_.record_allocation_sites && sites_.size() != live_allocations) {
-    return fail(sites_.size(), " allocation sites recorded for ",
-                live_allocations, " live allocations");
+  if (opts_.record_allocation_sites &&
+      sites_.size() + sites_unrecorded_ != live_allocations) {
+    return fail(sites_.size(), " allocation sites recorded and ",
+                sites_unrecorded_, " unrecorded for ", live_allocations,
+                " live allocations");
   }
   if (region_bytes != total_region_allocated_bytes_ ||
       static_cast<int64_t>(region_bytes) != *stats_.pool_bytes) {

@@ -2,6 +2,7 @@
 #include "bfc/internal/bin.h"
 
 #include <atomic>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -153,6 +154,41 @@ bool InArena(const void* p) {
   return c >= g_arena && c < g_arena + kArenaBytes;
 }
 
+// Arena nodes given back by destroyed pools, one list per node size (a
+// B-tree uses a handful). Without them, pools created and destroyed while
+// the host was short used the arena up for good, and a B-tree insert in
+// the middle of a later free threw. A node of a size with no list left is
+// dropped, as every arena node was before.
+struct ArenaList {
+  size_t bytes = 0;
+  void* head = nullptr;
+};
+constexpr int kArenaLists = 16;
+ArenaList g_arena_lists[kArenaLists];
+std::mutex g_arena_lists_mu;
+
+void ReturnToArena(void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_arena_lists_mu);
+  for (ArenaList& l : g_arena_lists) {
+    if (l.bytes == 0) l.bytes = bytes;
+    if (l.bytes != bytes) continue;
+    *static_cast<void**>(p) = l.head;
+    l.head = p;
+    return;
+  }
+}
+
+void* TakeFromArena(size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_arena_lists_mu);
+  for (ArenaList& l : g_arena_lists) {
+    if (l.bytes != bytes || l.head == nullptr) continue;
+    void* p = l.head;
+    l.head = *static_cast<void**>(p);
+    return p;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 NodePool::~NodePool() {
@@ -160,7 +196,11 @@ NodePool::~NodePool() {
     while (l.head != nullptr) {
       void* p = l.head;
       l.head = *static_cast<void**>(p);
-      if (!InArena(p)) ::operator delete(p);
+      if (InArena(p)) {
+        ReturnToArena(p, l.bytes);
+      } else {
+        ::operator delete(p);
+      }
     }
   }
 }
@@ -171,6 +211,7 @@ void* NodePool::AllocateSlow(size_t bytes) {
     return p;
   }
   shortage_.Raise();
+  if (void* p = TakeFromArena(bytes)) return p;
   const size_t rounded = (bytes + 63) & ~size_t{63};
   const size_t at = g_arena_used.fetch_add(rounded, std::memory_order_relaxed);
   if (at + rounded > kArenaBytes) throw std::bad_alloc();
@@ -184,7 +225,9 @@ void NodePool::DeallocateSlow(void* p, size_t bytes) {
   try {
     lists_.push_back(FreeList{bytes, nullptr});
   } catch (...) {
-    if (!InArena(p)) {
+    if (InArena(p)) {
+      ReturnToArena(p, bytes);
+    } else {
       ::operator delete(p);
       bytes_held_ -= bytes;
     }

@@ -103,8 +103,10 @@ class NodePool {
     void* head;
   };
   // A node from the heap without throwing, else from the emergency arena
-  // (shared by every pool of the process, never returned to the heap); an
-  // exception only when both are exhausted.
+  // (shared by every pool of the process, never returned to the heap: a
+  // pool gives its arena nodes back to the arena's own free lists when it
+  // is destroyed, for the next pool); an exception only when both are
+  // exhausted.
   void* AllocateSlow(size_t bytes);
   void DeallocateSlow(void* p, size_t bytes);
 
@@ -348,7 +350,13 @@ class Bin {
   bool TakeBestFitLarge(size_t min_size, Entry* out);
 
   void ToLarge() {
-    free_chunks_.insert(small_begin(), small_end());
+    // All or nothing: a node that cannot be had leaves the array as it was.
+    try {
+      free_chunks_.insert(small_begin(), small_end());
+    } catch (...) {
+      free_chunks_.clear();
+      throw;
+    }
     num_small_ = 0;
     small_ = false;
   }

@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "bfc/internal/log_queue.h"
 
 namespace bfc::internal {
@@ -59,6 +60,20 @@ inline bool HostHasRoomFor(size_t bytes) {
   if (p == nullptr) return false;
   ::operator delete(p);
   return true;
+}
+
+// ResourceExhausted for a call that found the host out of memory, saying
+// `what` needed it when the message itself can be had (else without one:
+// an empty message needs no memory).
+inline absl::Status NoHostMemoryStatus(const char* what) noexcept {
+  if (HostHasRoomFor(1024)) {
+    try {
+      return absl::ResourceExhaustedError(
+          std::string("the host has no memory for ") + what);
+    } catch (...) {
+    }
+  }
+  return absl::Status(absl::StatusCode::kResourceExhausted, "");
 }
 
 }  // namespace bfc::internal
