@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <new>
 #include <random>
@@ -25,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "bfc/allocator.h"
 #include "bfc/allocator_options.h"
+#include "bfc/shared_counter.h"
 #include "bfc/stream_ops.h"
 #include "bfc/virtual_sub_allocator.h"
 #include "gtest/gtest.h"
@@ -40,8 +42,9 @@ using ::bfc::testing::HostMemory;
 
 // The tables every setup grows, plus: kStreams the stream table, fences
 // over several streams (multi-fences), events and the other streams' uses of
-// live memory; kSites the allocation sites' stacks.
-enum class Setup { kTf, kLowFootprint, kStreams, kSites };
+// live memory; kSites the allocation sites' stacks; kTimestamps TF's
+// timestamped reuse (the free counts, the queue of stamped chunks).
+enum class Setup { kTf, kLowFootprint, kStreams, kSites, kTimestamps };
 
 // Events that need no host memory (the fake of testing/fake_stream_ops.h
 // allocates, which would move the failures into it): an event is its
@@ -92,6 +95,10 @@ Outcome Workload(Setup setup, long fail_at, bool fail_all) {
   constexpr size_t kLimit = size_t{1} << 30;
   Allocator a(std::make_unique<VirtualSubAllocator>(2 * kLimit), kLimit, "host",
               o);
+  SharedCounter counter;
+  if (setup == Setup::kTimestamps) a.SetTimingCounter(&counter);
+  uint64_t freed_before = 0;
+  std::function<uint64_t()> freed_by = [&] { return freed_before; };
   CountingStreamOps* ops = nullptr;
   if (setup == Setup::kStreams) {
     auto owned = std::make_unique<CountingStreamOps>();
@@ -142,6 +149,20 @@ Outcome Workload(Setup setup, long fail_at, bool fail_all) {
           Armed armed;
           absl::StatusOr<void*> r = a.AllocateOnStream(s, bytes);
           if (r.ok()) p = *r;
+        } else if (setup == Setup::kTimestamps) {
+          // Some allocations may take only what was freed long enough ago;
+          // now and then what was freed before a recent count is safe.
+          if (i % 64 == 0 && counter.get() > 16) {
+            Armed armed;
+            a.SetSafeFrontier(static_cast<uint64_t>(counter.get()) - 16);
+          }
+          AllocationAttributes attr;
+          if (rng() % 2 == 0) {
+            freed_before = counter.get() - rng() % 64;
+            attr.freed_by_func = &freed_by;
+          }
+          Armed armed;
+          p = a.AllocateRaw(256, bytes, attr);
         } else {
           Armed armed;
           p = a.AllocateRaw(256, bytes);
@@ -272,7 +293,8 @@ TEST_P(HostMemoryTest, EveryHostAllocationMayFail) {
 
 INSTANTIATE_TEST_SUITE_P(Setups, HostMemoryTest,
                          ::testing::Values(Setup::kTf, Setup::kLowFootprint,
-                                           Setup::kStreams, Setup::kSites),
+                                           Setup::kStreams, Setup::kSites,
+                                           Setup::kTimestamps),
                          [](const ::testing::TestParamInfo<Setup>& info) {
                            switch (info.param) {
                              case Setup::kTf:
@@ -283,6 +305,8 @@ INSTANTIATE_TEST_SUITE_P(Setups, HostMemoryTest,
                                return std::string("streams");
                              case Setup::kSites:
                                return std::string("sites");
+                             case Setup::kTimestamps:
+                               return std::string("timestamps");
                            }
                            return std::string("?");
                          });

@@ -562,8 +562,14 @@ class Allocator {
   // short): never read while in use, overwritten when it is freed, erased
   // when the chunk goes (MergeFreedAt, ReleaseRegionLocked).
   uint64_t FreedAt(ChunkHandle h) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    auto it = freed_at_.find(h);
-    return it == freed_at_.end() ? 0 : it->second;
+    return h < freed_at_.size() ? freed_at_[h] : 0;
+  }
+  // Queues h for MergeTimestampedChunks; short of host memory, the queue is
+  // marked lost instead and rebuilt from the bins before its next use.
+  void QueueTimestamped(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether the queue has (or, lost, may have) something to merge.
+  bool TimestampQueueNonEmpty() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return timestamp_queue_lost_ || !timestamped_chunks_.empty();
   }
   // TF's MergeTimestampedChunks: coalesces the queued chunks whose counts are
   // below the safe frontier (required_bytes 0), or any queued chunk until one
@@ -1046,8 +1052,11 @@ class Allocator {
   SharedCounter* timing_counter_ ABSL_GUARDED_BY(mutex_) = nullptr;
   std::atomic<bool> has_timing_counter_{false};  // read without the lock
   uint64_t safe_frontier_ ABSL_GUARDED_BY(mutex_) = 0;
-  absl::flat_hash_map<ChunkHandle, uint64_t> freed_at_ ABSL_GUARDED_BY(mutex_);
+  // A column beside the chunk table (grown with it, GrowColumns, so that a
+  // free never needs host memory): each chunk's free count, 0 for none.
+  std::vector<uint64_t> freed_at_ ABSL_GUARDED_BY(mutex_);
   std::deque<ChunkHandle> timestamped_chunks_ ABSL_GUARDED_BY(mutex_);
+  bool timestamp_queue_lost_ ABSL_GUARDED_BY(mutex_) = false;
   uint64_t alloc_freed_before_ ABSL_GUARDED_BY(mutex_) = 0;
   bool force_timestamp_merge_ ABSL_GUARDED_BY(mutex_) = false;
   // Freed dedicated regions whose fence could not be waited for (a failed

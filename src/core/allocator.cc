@@ -815,7 +815,7 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     }
     // TF: rather than fail a request without a count limit, merge queued
     // timestamped chunks, unsafe ones too, until one large enough forms.
-    if (ABSL_PREDICT_FALSE(!timestamped_chunks_.empty()) &&
+    if (ABSL_PREDICT_FALSE(TimestampQueueNonEmpty()) &&
         h == kInvalidChunkHandle && alloc_freed_before_ == 0 &&
         MergeTimestampedChunks(rounded)) {
       h = FindChunkForAnyStream(alignment, rounded);
@@ -866,6 +866,16 @@ Allocator::ChunkHandle Allocator::FindChunkAcrossStreams(size_t alignment,
 void Allocator::SetTimingCounter(SharedCounter* counter) {
   Lock lock(this);
   if (counter == nullptr) return;  // TF never turns it off
+  // The free counts' column, as large as the chunk table (GrowColumns keeps
+  // it so); without the host memory for it, timestamped reuse stays off.
+  try {
+    freed_at_.resize(std::max(freed_at_.size(), chunks_.handle_bound()), 0);
+  } catch (...) {
+    DeferLog(LogSeverity::kError,
+             "SetTimingCounter: the host has no memory for the free counts; "
+             "timestamped reuse stays off");
+    return;
+  }
   timing_counter_ = counter;
   slow_paths_ |= kTimestampsPath;
   has_timing_counter_.store(true, std::memory_order_release);
@@ -923,7 +933,7 @@ ABSL_ATTRIBUTE_NOINLINE void Allocator::FreeTimestamped(ChunkHandle h) {
   // TF: stamped with the next count and queued, not coalesced, until its
   // count is safe (MergeTimestampedChunks).
   freed_at_[h] = static_cast<uint64_t>(timing_counter_->next());
-  timestamped_chunks_.push_back(h);
+  QueueTimestamped(h);
   BinFreeChunk(h, "Deallocate (timestamped)");
 }
 
@@ -957,18 +967,26 @@ void Allocator::SplitFreedAt(ChunkHandle h, ChunkHandle nh) {
   // good: fragmentation that only grows).
   const uint64_t count = FreedAt(h);
   if (count != 0) freed_at_[nh] = count;
-  timestamped_chunks_.push_back(nh);
+  QueueTimestamped(nh);
+}
+
+void Allocator::QueueTimestamped(ChunkHandle h) {
+  try {
+    timestamped_chunks_.push_back(h);
+  } catch (...) {
+    timestamp_queue_lost_ = true;
+  }
 }
 
 void Allocator::MergeFreedAt(ChunkHandle h1, ChunkHandle h2) {
   // TF: the later free count.
   const uint64_t count = std::max(FreedAt(h1), FreedAt(h2));
-  freed_at_.erase(h2);
-  if (count != 0) freed_at_[h1] = count;
+  freed_at_[h2] = 0;
+  freed_at_[h1] = count;
 }
 
 ABSL_ATTRIBUTE_NOINLINE void Allocator::ForgetFreedAt(ChunkHandle h) {
-  freed_at_.erase(h);
+  if (h < freed_at_.size()) freed_at_[h] = 0;
 }
 
 bool Allocator::MergeTimestampedChunks(size_t required_bytes) {
@@ -984,25 +1002,43 @@ bool Allocator::MergeTimestampedChunks(size_t required_bytes) {
                region_manager_.get_handle(c.ptr) == h &&
                bins_[BinNumForSize(c.size)].Contains(c.size, c.ptr);
       };
+  // The host memory first (short of it, nothing merges now: the request
+  // may grow the pool or fail instead): a queue lost for want of it is
+  // rebuilt from the bins, every free chunk that may merge in its place.
   std::vector<void*> to_merge;
-  std::deque<ChunkHandle> keep;
-  while (!timestamped_chunks_.empty()) {
-    const ChunkHandle h = timestamped_chunks_.front();
-    timestamped_chunks_.pop_front();
+  try {
+    if (timestamp_queue_lost_) {
+      timestamped_chunks_.clear();
+      for (const internal::Bin& bin : bins_) {
+        bin.ForEach([&](const internal::Bin::Entry& e)
+                        ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mutex_
+                          timestamped_chunks_.push_back(e.handle);
+                        });
+      }
+      timestamp_queue_lost_ = false;
+    }
+    to_merge.reserve(timestamped_chunks_.size());
+  } catch (...) {
+    return required_bytes == 0;
+  }
+  // The entries kept move to the front, in order.
+  size_t kept = 0;
+  for (size_t i = 0; i < timestamped_chunks_.size(); ++i) {
+    const ChunkHandle h = timestamped_chunks_[i];
     if (!still_queued_chunk(h)) continue;
     const uint64_t count = FreedAt(h);
     if (count == 0) {
       to_merge.push_back(chunks_[h].ptr);
     } else if (count < safe_frontier_) {
-      freed_at_.erase(h);  // safe from now on
+      freed_at_[h] = 0;  // safe from now on
       to_merge.push_back(chunks_[h].ptr);
     } else if (required_bytes > 0) {
       to_merge.push_back(chunks_[h].ptr);
     } else {
-      keep.push_back(h);
+      timestamped_chunks_[kept++] = h;
     }
   }
-  timestamped_chunks_.swap(keep);
+  timestamped_chunks_.resize(kept);
   // A standard merge takes them all; a forced one (counts ignored) stops
   // once a chunk of required_bytes formed and queues the rest again.
   force_timestamp_merge_ = required_bytes > 0;
@@ -1013,7 +1049,7 @@ bool Allocator::MergeTimestampedChunks(size_t required_bytes) {
       continue;  // merged into an earlier one of this loop
     }
     if (required_bytes > 0 && satisfied) {
-      timestamped_chunks_.push_back(h);
+      QueueTimestamped(h);
       continue;
     }
     const bool was_whole_region = chunks_[h].prev == kInvalidChunkHandle &&
@@ -1029,7 +1065,7 @@ bool Allocator::MergeTimestampedChunks(size_t required_bytes) {
     if (required_bytes > 0) {
       // Still counted: queued again (TF requeues only a chunk that merged
       // into its previous neighbour, and loses the others' counts' merges).
-      if (FreedAt(merged) != 0) timestamped_chunks_.push_back(merged);
+      if (FreedAt(merged) != 0) QueueTimestamped(merged);
       if (chunks_[merged].size >= required_bytes) satisfied = true;
     }
   }
@@ -1071,7 +1107,7 @@ bool Allocator::ForceMergeRegion(const internal::AllocationRegion& r,
         chunks_[merged].next == kInvalidChunkHandle) {
       LinkFreeRegion(merged);
     }
-    if (FreedAt(merged) != 0) timestamped_chunks_.push_back(merged);
+    if (FreedAt(merged) != 0) QueueTimestamped(merged);
     if (chunks_[merged].size >= required_bytes) satisfied = true;
     // Merged forward: look again at the new next. A fence kept them apart:
     // move on.
@@ -1647,6 +1683,9 @@ bool Allocator::GrowColumns(size_t bound) {
     }
     if (accounts_on_ && chunk_account_.size() < bound) {
       chunk_account_.resize(bound, 0);
+    }
+    if (timing_counter_ != nullptr && freed_at_.size() < bound) {
+      freed_at_.resize(bound, 0);
     }
   } catch (...) {
     return false;  // what grew stays: larger columns are harmless
