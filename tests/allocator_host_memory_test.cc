@@ -52,6 +52,7 @@ enum class Setup { kTf, kLowFootprint, kStreams, kSites, kTimestamps };
 class CountingStreamOps : public StreamOps {
  public:
   absl::StatusOr<Event> RecordEvent(StreamId) override {
+    if (fail_record) return absl::UnavailableError("RecordEvent: failed");
     return reinterpret_cast<Event>(++recorded_);
   }
   absl::StatusOr<bool> QueryEvent(Event e) override {
@@ -61,12 +62,16 @@ class CountingStreamOps : public StreamOps {
     return absl::OkStatus();
   }
   absl::Status SynchronizeEvent(Event e) override {
+    if (fail_sync) return absl::UnavailableError("SynchronizeEvent: failed");
     done_ = std::max(done_, reinterpret_cast<uintptr_t>(e));
     return absl::OkStatus();
   }
   void ReleaseEvent(Event) override {}
   // Everything recorded so far completes.
   void RunAll() { done_ = recorded_; }
+  // StreamOps failing (not the host): the calls return errors.
+  bool fail_record = false;
+  bool fail_sync = false;
 
  private:
   uintptr_t recorded_ = 0;
@@ -396,6 +401,226 @@ TEST(HostMemoryReportTest, InvalidCallsWithoutHostMemoryAreCounted) {
   EXPECT_EQ(a.GetStats()->num_invalid_requests, 20);
   EXPECT_TRUE(a.Validate().ok()) << a.Validate();
   a.DeallocateRaw(live);
+}
+
+// --- Single calls while the host is short, from a review of the stream
+// paths (each threw, aborted the process or broke Validate before its fix) --
+
+StreamId S(uintptr_t s) { return reinterpret_cast<StreamId>(s); }
+
+std::unique_ptr<Allocator> MakeAllocator(Allocator::Options o = {}) {
+  o.allow_retry_on_failure = false;
+  return std::make_unique<Allocator>(
+      std::make_unique<VirtualSubAllocator>(size_t{1} << 31), size_t{1} << 30,
+      "host-short", o);
+}
+
+// Every host allocation fails from the next one on (until g_host is reset).
+void FailFromNowOn() {
+  g_host = HostMemory();
+  g_host.fail_at = 0;
+  g_host.fail_all = true;
+}
+
+// Runs `call` armed, catching what escapes; true when something did.
+template <typename F>
+bool Threw(F&& call) {
+  Armed armed;
+  try {
+    call();
+  } catch (...) {
+    return true;
+  }
+  return false;
+}
+
+// The invalid-pointer reports of the status calls were built unguarded
+// (absl::StrFormat without memory ends the process).
+TEST(HostMemoryCallTest, InvalidPointersOfTheStatusCalls) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "Validate allocates inside every call at level 2";
+#endif
+  testing::QuietLog quiet;
+  auto a = MakeAllocator();
+  int not_ours = 0;
+  absl::Status used, freed;
+  FailFromNowOn();
+  EXPECT_FALSE(Threw([&] {
+    used = a->RecordStreamUse(&not_ours, S(1));
+    freed = a->Deallocate(&not_ours);
+  }));
+  g_host = HostMemory();
+  EXPECT_EQ(used.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(freed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+}
+
+// A freed_by_func that throws, and no memory for the report of it.
+TEST(HostMemoryCallTest, AThrowingFreedByFunc) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "Validate allocates inside every call at level 2";
+#endif
+  testing::QuietLog quiet;
+  auto a = MakeAllocator();
+  SharedCounter counter;
+  a->SetTimingCounter(&counter);
+  a->DeallocateRaw(a->AllocateRaw(256, 4096));
+  std::function<uint64_t()> f = []() -> uint64_t { throw std::bad_alloc(); };
+  AllocationAttributes attr;
+  attr.freed_by_func = &f;
+  void* p = nullptr;
+  FailFromNowOn();
+  EXPECT_FALSE(Threw([&] { p = a->AllocateRaw(256, 4096, attr); }));
+  g_host = HostMemory();
+  EXPECT_NE(p, nullptr);  // from the pool, without a free-count limit
+  a->DeallocateRaw(p);
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+}
+
+// The status calls on a full pool: their failure's message needs memory.
+TEST(HostMemoryCallTest, TheStatusCallsOnAFullPool) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "Validate allocates inside every call at level 2";
+#endif
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  o.allow_growth = false;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+              size_t{4} << 20, "host-short", o);
+  void* full = a.AllocateRaw(kMinAllocationSize, size_t{4} << 20);
+  ASSERT_NE(full, nullptr);
+  absl::StatusOr<void*> plain = nullptr, on_stream = nullptr;
+  FailFromNowOn();
+  EXPECT_FALSE(Threw([&] {
+    plain = a.Allocate(1024);
+    on_stream = a.AllocateOnStream(kImplicitStream, 1024);
+  }));
+  g_host = HostMemory();
+  EXPECT_EQ(plain.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(on_stream.status().code(), absl::StatusCode::kResourceExhausted);
+  a.DeallocateRaw(full);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+}
+
+// A dedicated (huge) allocation: its region's entry was inserted after the
+// sub-allocator's memory was taken, without room made for it.
+TEST(HostMemoryCallTest, DedicatedAllocationsAndFrees) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "Validate allocates inside every call at level 2";
+#endif
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.huge_allocation_bytes = size_t{1} << 20;
+  for (long n = 0;; ++n) {
+    SCOPED_TRACE(n);
+    auto a = MakeAllocator(o);
+    void* first = a->AllocateRaw(256, size_t{2} << 20);
+    ASSERT_NE(first, nullptr);
+    g_host = HostMemory();
+    g_host.fail_at = n;
+    void* p = nullptr;
+    EXPECT_FALSE(Threw([&] { p = a->AllocateRaw(256, size_t{2} << 20); }));
+    const long failed = g_host.failed;
+    g_host = HostMemory();
+    ASSERT_TRUE(a->Validate().ok()) << a->Validate();
+    // Freed while the host stays short: the sub-allocator's Free may fail
+    // (the region is then given up, counted), nothing escapes.
+    FailFromNowOn();
+    EXPECT_FALSE(Threw([&] {
+      a->DeallocateRaw(p);
+      a->DeallocateRaw(first);
+    }));
+    g_host = HostMemory();
+    EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+    EXPECT_EQ(a->GetStats()->bytes_in_use, 0);
+    if (failed == 0) break;  // past the call's last host allocation
+  }
+}
+
+// ForgetStream short of memory for the stream's last event: it forgot the
+// stream all the same, so what was freed on it could never be shown
+// complete, and new regions joined that memory: the pool grew to the limit
+// and nothing could be allocated. Now it fails whole.
+TEST(HostMemoryCallTest, ForgetStreamFailsWhole) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "Validate allocates inside every call at level 2";
+#endif
+  testing::QuietLog quiet;
+  auto a = MakeAllocator();
+  ASSERT_TRUE(a->SetStreamOps(std::make_unique<CountingStreamOps>()).ok());
+  absl::StatusOr<void*> p = a->AllocateOnStream(S(1), 4096);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(a->DeallocateOnStream(*p, S(1)).ok());  // pending on stream 1
+  const int64_t streams = a->GetStreamStats().streams;
+  absl::Status forgot;
+  FailFromNowOn();
+  EXPECT_FALSE(Threw([&] { forgot = a->ForgetStream(S(1)); }));
+  g_host = HostMemory();
+  EXPECT_EQ(forgot.code(), absl::StatusCode::kResourceExhausted);
+  // Still known: naming it again is not a new stream; forgetting it works.
+  absl::StatusOr<void*> q = a->AllocateOnStream(S(1), 4096);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(a->GetStreamStats().streams, streams);
+  ASSERT_TRUE(a->DeallocateOnStream(*q, S(1)).ok());
+  EXPECT_TRUE(a->ForgetStream(S(1)).ok());
+  std::vector<void*> live;
+  for (int i = 0; i < 10; ++i) {
+    live.push_back(a->AllocateRaw(256, size_t{1} << 20));
+    EXPECT_NE(live.back(), nullptr) << i;
+  }
+  EXPECT_LE(*a->GetStats()->pool_bytes, int64_t{32} << 20);
+  for (void* l : live) a->DeallocateRaw(l);
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+}
+
+// A stream forgotten when StreamOps could not record its last event: what
+// was freed on it stays unused for good (documented), but nothing else may
+// join it. Clean neighbours and new regions joined it, and were lost too.
+TEST(HostMemoryCallTest, AStreamForgottenWithoutItsEventSwallowsNothingElse) {
+  testing::QuietLog quiet;
+  auto a = MakeAllocator();
+  auto owned = std::make_unique<CountingStreamOps>();
+  CountingStreamOps* ops = owned.get();
+  ASSERT_TRUE(a->SetStreamOps(std::move(owned)).ok());
+  absl::StatusOr<void*> p = a->AllocateOnStream(S(1), 4096);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(a->DeallocateOnStream(*p, S(1)).ok());
+  ops->fail_record = true;
+  EXPECT_FALSE(a->ForgetStream(S(1)).ok());
+  ops->fail_record = false;
+  std::vector<void*> live;
+  for (int i = 0; i < 10; ++i) {
+    live.push_back(a->AllocateRaw(256, size_t{1} << 20));
+    EXPECT_NE(live.back(), nullptr) << i;
+  }
+  EXPECT_LE(*a->GetStats()->pool_bytes, int64_t{32} << 20);
+  for (void* l : live) a->DeallocateRaw(l);
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+}
+
+// A dedicated region waiting for its stream (the synchronization failed)
+// holds a freed chunk: Validate counted it as a live allocation without a
+// recorded site.
+TEST(HostMemoryCallTest, APendingDedicatedRegionHasNoSite) {
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.record_allocation_sites = true;
+  o.huge_allocation_bytes = size_t{1} << 20;
+  auto a = MakeAllocator(o);
+  auto owned = std::make_unique<CountingStreamOps>();
+  CountingStreamOps* ops = owned.get();
+  ASSERT_TRUE(a->SetStreamOps(std::move(owned)).ok());
+  absl::StatusOr<void*> p = a->AllocateOnStream(S(1), size_t{2} << 20);
+  ASSERT_TRUE(p.ok());
+  ops->fail_sync = true;
+  ASSERT_TRUE(a->DeallocateOnStream(*p, S(1)).ok());
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+  EXPECT_GT(a->GetStreamStats().bytes_pending, 0);
+  ops->fail_sync = false;
+  ops->RunAll();
+  a->DeallocateRaw(a->AllocateRaw(256, 4096));  // learns, releases
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
 }
 
 }  // namespace

@@ -84,7 +84,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -227,10 +226,12 @@ class Allocator {
   // new stream. When that event cannot be recorded (StreamOps failed) the
   // error is returned and the stream is forgotten all the same (its handle
   // may come back as a new stream): memory freed on it that was still
-  // pending is then never handed out again, since nothing can show it safe.
-  // Once none of its work is pending any more, its entry in the allocator's
-  // stream table goes to a later stream: creating and forgetting streams
-  // forever (a stream per request) keeps the table bounded.
+  // pending is then never handed out again, since nothing can show it safe
+  // (and nothing else joins it). ResourceExhausted, with the stream still
+  // known, when the host has no memory to keep that event. Once none of its
+  // work is pending any more, its entry in the allocator's stream table goes to
+  // a later stream: creating and forgetting streams forever (a stream per
+  // request) keeps the table bounded.
   [[nodiscard]] absl::Status ForgetStream(StreamId stream);
   // The events for cross-stream reuse. FailedPrecondition once a stream
   // other than kImplicitStream has been used, or when already set.
@@ -540,6 +541,9 @@ class Allocator {
   StreamStats StreamStatsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool MayMergeFences(uint64_t a, uint64_t b) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether `fence` names a point nothing can ever show complete (see
+  // ForgetStream).
+  bool FenceDead(uint64_t fence) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // TF's timestamped reuse on the free, split, merge and delete paths (out
   // of line; called only with a timing counter).
   void FreeTimestamped(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -634,6 +638,10 @@ class Allocator {
   ChunkHandle InUseChunk(const void* ptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Why `ptr` is not a live allocation of ours, for messages.
+  // InvalidArgument for `ptr`, described as DescribeInvalidPointer does when
+  // the host can spare the memory, else without a message (never throws).
+  absl::Status InvalidPointerStatus(const char* what, const void* ptr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::string DescribeInvalidPointer(const void* ptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees the live chunk `h` (from InUseChunk): coalesces, bins, wakes

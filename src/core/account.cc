@@ -8,10 +8,10 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -358,7 +358,7 @@ absl::Status Account::CloseImpl(bool from_destructor) {
   // in a loop is one entry), else one line each; at most 20 lines.
   std::vector<std::pair<std::string, std::vector<const LeakedAllocation*>>>
       groups;
-  absl::flat_hash_map<std::string, size_t> group_of;  // site -> index
+  std::unordered_map<std::string, size_t> group_of;  // site -> index
   for (const LeakedAllocation& l : leaks) {
     // The site is the innermost caller outside the library (frames beyond
     // it depend on how the caller's callers were compiled).

@@ -645,9 +645,18 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
   std::vector<std::pair<LogSeverity, std::string>> report;
   LogOom(num_bytes, rounded, alignment, cause, &report);
   if (failure != nullptr) {
-    *failure = cause.ok() ? absl::ResourceExhaustedError(
-                                OomMessage(num_bytes, rounded, alignment))
-                          : cause;
+    *failure = cause;
+    if (cause.ok()) {
+      // Described when the host can spare the memory (see HostHasRoomFor).
+      *failure = absl::Status(absl::StatusCode::kResourceExhausted, "");
+      if (internal::HostHasRoomFor(kReportRoomBytes)) {
+        try {
+          *failure = absl::ResourceExhaustedError(
+              OomMessage(num_bytes, rounded, alignment));
+        } catch (...) {
+        }
+      }
+    }
   }
   MaybeValidate("AllocateRaw (out of memory)");
   // Sent when `lock` is released, after the charge went back (`uncharge`
@@ -689,12 +698,20 @@ bool Allocator::FreeToSubAllocator(void* ptr, size_t num_bytes,
   }
   ++sub_failures_.free_exceptions;
   sub_failures_.bytes_abandoned += static_cast<int64_t>(num_bytes);
-  DeferLog(
-      LogSeverity::kError,
-      absl::StrFormat("Allocator '%s': SubAllocator::Free(%p, %d bytes) "
-                      "during %s threw: %s; the region is forgotten (never "
-                      "used or freed again)",
-                      name_, ptr, num_bytes, why, what));
+  // Reported when the host can spare the memory (a Free that threw
+  // std::bad_alloc may have found it without: HostHasRoomFor); the counts
+  // record it regardless.
+  if (internal::HostHasRoomFor(kReportRoomBytes)) {
+    try {
+      DeferLog(LogSeverity::kError,
+               absl::StrFormat(
+                   "Allocator '%s': SubAllocator::Free(%p, %d bytes) during "
+                   "%s threw: %s; the region is forgotten (never used or "
+                   "freed again)",
+                   name_, ptr, num_bytes, why, what));
+    } catch (...) {
+    }
+  }
   return false;
 }
 
@@ -899,10 +916,16 @@ uint64_t Allocator::FreedBefore(const AllocationAttributes& attr) {
   uint64_t count = 0;
   std::string what;
   if (!CallUserCode([&] { count = (*attr.freed_by_func)(); }, &what)) {
-    Log(LogSeverity::kError,
-        absl::StrCat("Allocator '", name_,
-                     "': AllocationAttributes::freed_by_func threw: ", what,
-                     "; allocating without a free-count limit"));
+    // Reported when the host can spare the memory (see HostHasRoomFor).
+    if (internal::HostHasRoomFor(kReportRoomBytes)) {
+      try {
+        Log(LogSeverity::kError,
+            absl::StrCat("Allocator '", name_,
+                         "': AllocationAttributes::freed_by_func threw: ", what,
+                         "; allocating without a free-count limit"));
+      } catch (...) {
+      }
+    }
     return 0;
   }
   return count;
@@ -1446,6 +1469,14 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
   const size_t needed =
       rounded_bytes + (alignment > unit ? alignment - unit : 0);
   if (needed > available) return false;
+  // The region's entry needs room; made before anything is taken (the
+  // chunk table and the map keep theirs ahead: shortage.h).
+  try {
+    region_manager_.ReserveRegion();
+  } catch (...) {
+    extend_error_ = internal::NoHostMemoryStatus("the allocator's own tables");
+    return false;
+  }
 
   // A dedicated region is exactly the request; a pooled one is sized by the
   // growth policy.
@@ -2086,8 +2117,22 @@ absl::Status Allocator::Deallocate(void* ptr) {
   }
   ++stats_.num_invalid_frees;
   MaybeValidate("Deallocate (invalid pointer)");
-  return absl::InvalidArgumentError(
-      absl::StrCat("Allocator '", name_, "': ", DescribeInvalidPointer(ptr)));
+  return InvalidPointerStatus("Deallocate", ptr);
+}
+
+absl::Status Allocator::InvalidPointerStatus(const char* what,
+                                             const void* ptr) const {
+  // Described when the host can spare the memory (see HostHasRoomFor): with
+  // Debian's Abseil, std::bad_alloc inside absl::StrFormat terminates.
+  if (internal::HostHasRoomFor(kReportRoomBytes)) {
+    try {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Allocator '", name_, "': ", what, ": ",
+                       DescribeInvalidPointer(ptr)));
+    } catch (...) {
+    }
+  }
+  return absl::Status(absl::StatusCode::kInvalidArgument, "");
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::FreeChunk(
@@ -2129,16 +2174,7 @@ absl::Status Allocator::FreeOnStream(void* ptr, StreamId stream,
   if (h == kInvalidChunkHandle) {
     ++stats_.num_invalid_frees;
     MaybeValidate(what);
-    // Described when the host can spare the memory (see HostHasRoomFor).
-    if (internal::HostHasRoomFor(kReportRoomBytes)) {
-      try {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Allocator '", name_, "': ", what, ": ",
-                         DescribeInvalidPointer(ptr)));
-      } catch (...) {
-      }
-    }
-    return absl::Status(absl::StatusCode::kInvalidArgument, "");
+    return InvalidPointerStatus(what, ptr);
   }
   absl::StatusOr<StreamSlot> slot = SlotFor(stream);
   if (!slot.ok()) return slot.status();  // nothing freed
@@ -2186,9 +2222,7 @@ absl::Status Allocator::RecordStreamUse(void* ptr, StreamId stream) {
   Lock lock(this);
   const ChunkHandle h = InUseChunk(ptr);
   if (h == kInvalidChunkHandle) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Allocator '", name_,
-                     "': RecordStreamUse: ", DescribeInvalidPointer(ptr)));
+    return InvalidPointerStatus("RecordStreamUse", ptr);
   }
   absl::StatusOr<StreamSlot> slot = SlotFor(stream);
   if (!slot.ok()) return slot.status();

@@ -9,11 +9,11 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/base/optimization.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/debugging/stacktrace.h"
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/match.h"
@@ -85,7 +85,9 @@ class Symbolizer {
     return cache_.emplace(pc, std::move(name)).first->second;
   }
 
-  absl::flat_hash_map<void*, std::string> cache_;
+  // A node map: its growth throwing std::bad_alloc changes nothing (Debian's
+  // Abseil leaves a flat map broken then, see allocator.h).
+  std::unordered_map<void*, std::string> cache_;
 };
 
 }  // namespace

@@ -122,6 +122,14 @@ absl::Status Allocator::ForgetStream(StreamId stream) {
   }
   const StreamSlot slot = it->second;
   StreamState& st = streams_[slot];
+  // The room for its last event first: short of host memory, the call
+  // fails whole and the stream stays known (forgotten without that event,
+  // what was freed on it and still pending could never be shown complete).
+  try {
+    st.events.reserve(st.events.size() + 1);
+  } catch (...) {
+    return internal::NoHostMemoryStatus("ForgetStream");
+  }
   absl::Status result;
   // Live memory this stream used (RecordStreamUse) is freed later, on
   // another stream: its fence then names this stream's last point (see
@@ -427,10 +435,28 @@ bool Allocator::MayMergeSlow(ChunkHandle a, ChunkHandle b) const {
   return (fa | fb) == 0 || MayMergeFences(fa, fb);
 }
 
+bool Allocator::FenceDead(uint64_t fence) const {
+  FencePart one;
+  for (const auto& [p, q] : FenceSpan(fence, &one)) {
+    const StreamState& st = streams_[p];
+    // Forgotten without an event that covers the point (ForgetStream's last
+    // event could not be recorded): nothing can show it complete.
+    if (st.forgotten && q > st.completed && q > st.recorded) return true;
+  }
+  return false;
+}
+
 bool Allocator::MayMergeFences(uint64_t a, uint64_t b) const {
   // One side clean: the merged chunk keeps the other's fence (JoinFences),
-  // so no memory becomes usable early; the clean part waits with it.
-  if (FenceComplete(a) || FenceComplete(b)) return true;
+  // so no memory becomes usable early; the clean part waits with it --
+  // unless the other side can never be shown complete: then the clean part
+  // stays apart and usable (joined, it was lost for good, and so was every
+  // neighbour freed or region grown next to it later, until the pool held
+  // the whole limit unusable).
+  const bool a_done = FenceComplete(a), b_done = FenceComplete(b);
+  if (a_done && b_done) return true;
+  if (a_done) return !FenceDead(b);
+  if (b_done) return !FenceDead(a);
   // Two points of one stream: the merged chunk is safe exactly where each
   // part was (the later point).
   return a != 0 && b != 0 && !((a | b) & kMultiFenceBit) &&
@@ -566,6 +592,13 @@ bool Allocator::EventCovering(StreamSlot producer, uint64_t point,
   if (stream_ops_ == nullptr || st.forgotten) {
     // A forgotten stream's last event (if any) was in `events`; without
     // StreamOps nothing can be learnt.
+    return false;
+  }
+  // Room to keep it before it is recorded.
+  try {
+    st.events.reserve(st.events.size() + 1);
+  } catch (...) {
+    *error = internal::NoHostMemoryStatus("a stream event");
     return false;
   }
   ++stream_stats_.events_recorded;

@@ -384,7 +384,9 @@ absl::Status Allocator::ValidateLocked() const {
     return fail("bytes_requested_in_use is ", stats_.bytes_requested_in_use,
                 " but in-use chunks asked for ", requested_bytes);
   }
-  const size_t live_allocations = chunks_seen - free_chunks;
+  // A dedicated region waiting for its stream holds a freed chunk, out of
+  // the bins: not a live allocation either.
+  const size_t live_allocations = chunks_seen - free_chunks - pending_regions;
   if (opts_.record_allocation_sites &&
       sites_.size() + sites_unrecorded_ != live_allocations) {
     return fail(sites_.size(), " allocation sites recorded and ",

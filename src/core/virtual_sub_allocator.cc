@@ -213,7 +213,6 @@ void VirtualSubAllocator::Free(void* ptr, size_t num_bytes) {
   // Accept exactly a run of handed-out blocks that tile [begin, end): this is
   // what the allocator gives back after merging contiguous regions. Check the
   // whole run before changing anything so a bad Free leaves no trace.
-  std::vector<std::map<size_t, size_t>::iterator> blocks;
   size_t cur = begin;
   while (cur < end) {
     auto it = used_ranges_.find(cur);
@@ -227,11 +226,14 @@ void VirtualSubAllocator::Free(void* ptr, size_t num_bytes) {
     }
     // With gap_bytes a block's gap belongs to no block, so a run that spans
     // it fails the lookup above on the next iteration.
-    blocks.push_back(it);
     cur += it->second;
   }
   VisitFree(ptr, 0, num_bytes);
-  for (auto it : blocks) {
+  // The same walk again, giving each block back (found again rather than
+  // kept from the check: a list of them needed host memory in a free).
+  for (cur = begin; cur < end;) {
+    const auto it = used_ranges_.find(cur);
+    cur += it->second;
     const size_t off = it->first;
     const size_t len = it->second;
     size_t reserved = len + options_.gap_bytes;

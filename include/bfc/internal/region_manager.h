@@ -24,6 +24,7 @@
 #ifndef BFC_INTERNAL_REGION_MANAGER_H_
 #define BFC_INTERNAL_REGION_MANAGER_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -102,7 +103,14 @@ class RegionManager {
   // (nothing changes).
   void Reserve(size_t handles) {
     handles_.Reserve(handles);
-    regions_.reserve(regions_.size() + 1);
+    ReserveRegion();
+  }
+  // Room for one more region (geometric growth); throws std::bad_alloc when
+  // the host has no memory (nothing changes).
+  void ReserveRegion() {
+    if (regions_.size() == regions_.capacity()) {
+      regions_.reserve(std::max<size_t>(4, 2 * regions_.size()));
+    }
   }
   // Where a failed growth of the handle map is reported (shortage.h).
   void set_shortage_signal(ShortageSignal s) {
