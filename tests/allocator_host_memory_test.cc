@@ -95,6 +95,12 @@ Outcome Workload(Setup setup, long fail_at, bool fail_all) {
     EXPECT_TRUE(ApplyAllocatorPreset(o, "low_footprint").ok());
   }
   o.record_allocation_sites = setup == Setup::kSites;
+  if (setup == Setup::kStreams) {
+    // Its largest requests get regions of their own, which wait for their
+    // stream when freed; and the sites go with the streams.
+    o.huge_allocation_bytes = size_t{4} << 20;
+    o.record_allocation_sites = true;
+  }
   // One thread: a failed allocation has nobody's free to wait for.
   o.allow_retry_on_failure = false;
   constexpr size_t kLimit = size_t{1} << 30;
@@ -197,6 +203,10 @@ Outcome Workload(Setup setup, long fail_at, bool fail_all) {
               } else if ((r >> 24) % 4 == 1 && s != kImplicitStream) {
                 st = a.ForgetStream(s);
                 streams[(r >> 8) % 4] = next_stream++;
+              } else if ((r >> 24) % 4 == 2) {
+                // Synchronizing fails for a while: a dedicated region freed
+                // then waits for its stream (pending_dedicated_).
+                ops->fail_sync = !ops->fail_sync;
               } else {
                 ops->RunAll();
               }
@@ -271,8 +281,9 @@ TEST_P(HostMemoryTest, EveryHostAllocationMayFail) {
   EXPECT_EQ(clean.failed_allocations, 0);
   if (GetParam() == Setup::kStreams) {
     // The workload reaches what it is meant to: streams replaced (slots
-    // recycled), events, waits on the device.
+    // recycled), events, waits on the device, failed synchronizations.
     EXPECT_GT(clean.streams.streams, 50);
+    EXPECT_GT(clean.streams.stream_op_errors, 0);
     EXPECT_GT(clean.streams.events_recorded, 50);
     EXPECT_GT(clean.streams.waits_inserted + clean.streams.synchronizations, 0);
   }

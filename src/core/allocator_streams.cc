@@ -50,8 +50,16 @@ R CallStreamOps(internal::LogQueue* queue, const char* method, F&& call) {
           queue, [&] { result = call(); }, &what)) {
     return result;
   }
-  return absl::InternalError(
-      absl::StrCat("StreamOps::", method, " threw: ", what));
+  // Described when the host can spare the memory (a StreamOps call that
+  // threw std::bad_alloc may have found it without: HostHasRoomFor).
+  if (internal::HostHasRoomFor(size_t{1} << 20)) {
+    try {
+      return absl::InternalError(
+          absl::StrCat("StreamOps::", method, " threw: ", what));
+    } catch (...) {
+    }
+  }
+  return result;  // Internal, without a message
 }
 
 }  // namespace
