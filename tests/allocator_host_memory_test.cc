@@ -588,7 +588,7 @@ TEST(HostMemoryCallTest, ForgetStreamFailsWhole) {
 // A stream forgotten when StreamOps could not record its last event: what
 // was freed on it stays unused for good (documented), but nothing else may
 // join it. Clean neighbours and new regions joined it, and were lost too.
-TEST(HostMemoryCallTest, AStreamForgottenWithoutItsEventSwallowsNothingElse) {
+TEST(DeadFenceTest, AStreamForgottenWithoutItsEventSwallowsNothingElse) {
   testing::QuietLog quiet;
   auto a = MakeAllocator();
   auto owned = std::make_unique<CountingStreamOps>();
@@ -632,6 +632,130 @@ TEST(HostMemoryCallTest, APendingDedicatedRegionHasNoSite) {
   ops->RunAll();
   a->DeallocateRaw(a->AllocateRaw(256, 4096));  // learns, releases
   EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+}
+
+// SetTimingCounter without memory for the free counts: its report of that
+// needed memory too, outside any try.
+TEST(HostMemoryCallTest, SetTimingCounter) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "Validate allocates inside every call at level 2";
+#endif
+  testing::QuietLog quiet;
+  auto a = MakeAllocator();
+  a->DeallocateRaw(a->AllocateRaw(256, 4096));
+  SharedCounter counter;
+  FailFromNowOn();
+  EXPECT_FALSE(Threw([&] { a->SetTimingCounter(&counter); }));
+  g_host = HostMemory();
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+  // Timestamped reuse stayed off: a free takes no count.
+  a->DeallocateRaw(a->AllocateRaw(256, 4096));
+  EXPECT_EQ(counter.get(), 0);
+}
+
+// Garbage collection's warning on the out-of-memory path.
+TEST(HostMemoryCallTest, GarbageCollection) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "Validate allocates inside every call at level 2";
+#endif
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  o.garbage_collection = true;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 31),
+              size_t{4} << 20, "host-short", o);
+  void* p = a.AllocateRaw(256, size_t{1} << 20);
+  void* q = a.AllocateRaw(256, size_t{1} << 20);  // one 2 MiB region
+  a.DeallocateRaw(p);
+  a.DeallocateRaw(q);
+  void* big = nullptr;
+  FailFromNowOn();
+  EXPECT_FALSE(Threw([&] { big = a.AllocateRaw(256, size_t{3} << 20); }));
+  g_host = HostMemory();
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  if (big != nullptr) a.DeallocateRaw(big);
+}
+
+// Events that complete only when the test says: those recorded on the
+// stalled stream stay incomplete (and cannot be waited for) until Unstall.
+class StallingStreamOps : public StreamOps {
+ public:
+  absl::StatusOr<Event> RecordEvent(StreamId s) override {
+    if (fail_record) return absl::UnavailableError("RecordEvent: failed");
+    ++recorded_;
+    if (s == stalled) stalled_events_.push_back(recorded_);
+    return reinterpret_cast<Event>(recorded_);
+  }
+  absl::StatusOr<bool> QueryEvent(Event e) override { return !Stalled(e); }
+  absl::Status StreamWaitEvent(StreamId, Event) override {
+    return absl::OkStatus();
+  }
+  absl::Status SynchronizeEvent(Event e) override {
+    if (Stalled(e)) return absl::UnavailableError("SynchronizeEvent: stalled");
+    return absl::OkStatus();
+  }
+  void ReleaseEvent(Event) override {}
+  void Unstall() {
+    stalled_events_.clear();
+    stalled = nullptr;
+  }
+  StreamId stalled = nullptr;
+  bool fail_record = false;
+
+ private:
+  bool Stalled(Event e) const {
+    return std::find(stalled_events_.begin(), stalled_events_.end(),
+                     reinterpret_cast<uintptr_t>(e)) != stalled_events_.end();
+  }
+  uintptr_t recorded_ = 0;
+  std::vector<uintptr_t> stalled_events_;
+};
+
+// From the second review: memory behind a point that will complete joined
+// a neighbour behind a dead point of the same stream (two points of one
+// stream merge), and clean memory that had joined the first went with it.
+// Layout X Z Y: X freed on stream 1 and covered by an event; Y freed on
+// stream 1 after, the stream then forgotten without its last event (Y
+// dead); Z freed on stream 2, clean once that completes.
+TEST(DeadFenceTest, ASameStreamNeighbourDoesNotCarryMemoryIntoIt) {
+  testing::QuietLog quiet;
+  auto a = MakeAllocator();
+  auto owned = std::make_unique<StallingStreamOps>();
+  StallingStreamOps* ops = owned.get();
+  ASSERT_TRUE(a->SetStreamOps(std::move(owned)).ok());
+  constexpr size_t k = size_t{256} << 10;
+  void* x = *a->AllocateOnStream(S(1), k);
+  void* z = *a->AllocateOnStream(S(2), k);
+  void* y = *a->AllocateOnStream(S(1), k);
+  void* w = *a->AllocateOnStream(S(1), k);
+  ASSERT_EQ(static_cast<char*>(z), static_cast<char*>(x) + k);
+  ASSERT_EQ(static_cast<char*>(y), static_cast<char*>(z) + k);
+  // No clean memory left in the pool.
+  const int64_t rest = *a->GetStats()->pool_bytes - a->GetStats()->bytes_in_use;
+  void* fill =
+      rest > 0 ? a->AllocateRaw(256, static_cast<size_t>(rest)) : nullptr;
+  ops->stalled = S(1);
+  ASSERT_TRUE(a->DeallocateOnStream(x, S(1)).ok());
+  // A request larger than the limit records an event covering X's point
+  // (and fails to wait for it).
+  EXPECT_EQ(a->AllocateRaw(256, size_t{1} << 31), nullptr);
+  ASSERT_TRUE(a->DeallocateOnStream(y, S(1)).ok());
+  ops->fail_record = true;
+  EXPECT_FALSE(a->ForgetStream(S(1)).ok());  // Y's point is dead
+  ops->fail_record = false;
+  ASSERT_TRUE(a->DeallocateOnStream(z, S(2)).ok());
+  EXPECT_EQ(a->AllocateRaw(256, size_t{1} << 31), nullptr);  // Z clean
+  ops->Unstall();  // X's point completes
+  const int64_t pool = *a->GetStats()->pool_bytes;
+  absl::StatusOr<void*> r = a->AllocateOnStream(S(3), 2 * k);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, x) << "X and Z were lost with Y";
+  EXPECT_EQ(*a->GetStats()->pool_bytes, pool);
+  EXPECT_EQ(a->GetStreamStats().bytes_pending, static_cast<int64_t>(k));
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+  a->DeallocateRaw(w);
+  if (fill != nullptr) a->DeallocateRaw(fill);
+  EXPECT_TRUE(a->DeallocateOnStream(*r, S(3)).ok());
 }
 
 }  // namespace

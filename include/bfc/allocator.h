@@ -968,6 +968,11 @@ class Allocator {
   };
   // Queues a message for the log sink, sent when the Lock scope ends. With
   // no host memory to queue it, it is sent at once (under mutex_).
+  // DeferLog of the message `build` returns, built only when the host can
+  // spare the memory; never throws (a report is worth less than the call).
+  void DeferReport(LogSeverity severity,
+                   absl::FunctionRef<std::string()> build) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DeferLog(LogSeverity severity, std::string message) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Releases mutex_, then sends what was queued, in order.

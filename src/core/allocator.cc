@@ -511,6 +511,18 @@ absl::StatusOr<void*> Allocator::Allocate(size_t num_bytes, size_t alignment,
   return failure;
 }
 
+void Allocator::DeferReport(LogSeverity severity,
+                            absl::FunctionRef<std::string()> build) const {
+  // Only when the host can spare the memory (see HostHasRoomFor): with
+  // Debian's Abseil, std::bad_alloc inside absl::StrFormat terminates; and
+  // nothing may be thrown from here.
+  if (!internal::HostHasRoomFor(kReportRoomBytes)) return;
+  try {
+    DeferLog(severity, build());
+  } catch (...) {
+  }
+}
+
 void Allocator::DeferLog(LogSeverity severity, std::string message) const {
   try {
     deferred_logs_.emplace_back(severity, std::move(message));
@@ -888,9 +900,11 @@ void Allocator::SetTimingCounter(SharedCounter* counter) {
   try {
     freed_at_.resize(std::max(freed_at_.size(), chunks_.handle_bound()), 0);
   } catch (...) {
-    DeferLog(LogSeverity::kError,
-             "SetTimingCounter: the host has no memory for the free counts; "
-             "timestamped reuse stays off");
+    DeferReport(LogSeverity::kError, [] {
+      return std::string(
+          "SetTimingCounter: the host has no memory for the free counts; "
+          "timestamped reuse stays off");
+    });
     return;
   }
   timing_counter_ = counter;
@@ -1556,13 +1570,12 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
       }
       if (problem.empty()) break;
       ++stats_.num_sub_allocator_rejects;
-      DeferLog(
-          LogSeverity::kError,
-          absl::StrFormat("Allocator '%s': sub-allocator memory %p (%d bytes "
-                          "received, %d asked, "
-                          "alignment %d) %s; refused and given back",
-                          name_, mem, bytes_received, bytes, region_alignment,
-                          problem));
+      DeferReport(LogSeverity::kError, [&] {
+        return absl::StrFormat(
+            "Allocator '%s': sub-allocator memory %p (%d bytes received, %d "
+            "asked, alignment %d) %s; refused and given back",
+            name_, mem, bytes_received, bytes, region_alignment, problem);
+      });
       (void)FreeToSubAllocator(mem, bytes_received, "the refusal of a block");
       mem = nullptr;
     }
@@ -1690,14 +1703,13 @@ bool Allocator::DeallocateFreeRegions(size_t rounded_bytes) {
   const size_t available =
       memory_limit_ - total_region_allocated_bytes_ + total_free_bytes;
   if (rounded_bytes > available) return false;
-  DeferLog(
-      LogSeverity::kWarning,
-      absl::StrCat("Allocator '", name_,
-                   "': garbage collection: giving fully-free regions back so "
-                   "that a larger "
-                   "region can be allocated. Frequent collections mean the job "
-                   "runs near the "
-                   "memory limit and pays for re-allocation."));
+  DeferReport(LogSeverity::kWarning, [&] {
+    return absl::StrCat(
+        "Allocator '", name_,
+        "': garbage collection: giving fully-free regions back so that a "
+        "larger region can be allocated. Frequent collections mean the job "
+        "runs near the memory limit and pays for re-allocation.");
+  });
   ReleaseFreeRegionsLocked();
   return true;
 }
@@ -1781,17 +1793,19 @@ size_t Allocator::ReleaseFreeRegionsLocked(size_t bytes) {
     MergeDeferred();
   }
   if (ABSL_PREDICT_FALSE(timing_counter_ != nullptr)) MergeFullyFreeRegions();
-  std::vector<internal::AllocationRegion> to_release;
-  for (const internal::AllocationRegion& r : region_manager_.regions()) {
-    const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
-    if (!c.in_use() && c.size == r.memory_size() && FenceComplete(c.fence)) {
-      to_release.push_back(r);
-    }
-  }
+  // In address order, in place (a list of them needed host memory, and
+  // this runs on the out-of-memory path): a region released leaves the
+  // list, so the next one takes its index.
   size_t released = 0;
   bool any = false;
-  for (const internal::AllocationRegion& r : to_release) {
-    if (released >= bytes) break;
+  for (size_t i = 0;
+       i < region_manager_.regions().size() && released < bytes;) {
+    const internal::AllocationRegion r = region_manager_.regions()[i];
+    const Chunk& c = chunks_[region_manager_.get_handle(r.ptr())];
+    if (c.in_use() || c.size != r.memory_size() || !FenceComplete(c.fence)) {
+      ++i;
+      continue;
+    }
     any = true;
     if (ReleaseRegionLocked(r, /*binned=*/true)) released += r.memory_size();
   }

@@ -130,25 +130,30 @@ absl::Status Allocator::ForgetStream(StreamId stream) {
   }
   const StreamSlot slot = it->second;
   StreamState& st = streams_[slot];
-  // The room for its last event first: short of host memory, the call
-  // fails whole and the stream stays known (forgotten without that event,
-  // what was freed on it and still pending could never be shown complete).
-  try {
-    st.events.reserve(st.events.size() + 1);
-  } catch (...) {
-    return internal::NoHostMemoryStatus("ForgetStream");
-  }
   absl::Status result;
   // Live memory this stream used (RecordStreamUse) is freed later, on
   // another stream: its fence then names this stream's last point (see
   // StampFree), so that point must cover the uses made so far.
+  bool used_by_live_memory = false;
   for (const auto& [h, uses] : extra_uses_) {
     if (std::find(uses.slots.begin(), uses.slots.end(), slot) !=
         uses.slots.end()) {
-      ++st.seq;
+      used_by_live_memory = true;
       break;
     }
   }
+  const uint64_t last = st.seq + (used_by_live_memory ? 1 : 0);
+  if (stream_ops_ != nullptr && last > st.completed && st.recorded < last) {
+    // The room for its last event first: short of host memory, the call
+    // fails whole and the stream stays known (forgotten without that event,
+    // what was freed on it and still pending could never be shown complete).
+    try {
+      st.events.reserve(st.events.size() + 1);
+    } catch (...) {
+      return internal::NoHostMemoryStatus("ForgetStream");
+    }
+  }
+  st.seq = last;
   if (st.seq > st.completed && st.recorded < st.seq) {
     // One last event, so that the stream's pending points can still be
     // learnt after it is gone (events outlive their stream).
@@ -466,9 +471,11 @@ bool Allocator::MayMergeFences(uint64_t a, uint64_t b) const {
   if (a_done) return !FenceDead(b);
   if (b_done) return !FenceDead(a);
   // Two points of one stream: the merged chunk is safe exactly where each
-  // part was (the later point).
+  // part was (the later point) -- unless only the later one is dead: the
+  // earlier part, which will complete, would be lost with it.
   return a != 0 && b != 0 && !((a | b) & kMultiFenceBit) &&
-         (a >> kFenceSeqBits) == (b >> kFenceSeqBits);
+         (a >> kFenceSeqBits) == (b >> kFenceSeqBits) &&
+         FenceDead(a) == FenceDead(b);
 }
 
 uint64_t Allocator::MakeFence(
@@ -688,10 +695,11 @@ void Allocator::CallReleaseEvent(StreamOps::Event event) {
     return;
   }
   ++stream_stats_.stream_op_errors;
-  DeferLog(
-      LogSeverity::kError,
-      absl::StrCat("Allocator '", name_, "': StreamOps::ReleaseEvent threw (",
-                   what, "); the event is given up"));
+  DeferReport(LogSeverity::kError, [&] {
+    return absl::StrCat("Allocator '", name_,
+                        "': StreamOps::ReleaseEvent threw (", what,
+                        "); the event is given up");
+  });
 }
 
 void Allocator::PollStreams() {
