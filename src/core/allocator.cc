@@ -710,20 +710,13 @@ bool Allocator::FreeToSubAllocator(void* ptr, size_t num_bytes,
   }
   ++sub_failures_.free_exceptions;
   sub_failures_.bytes_abandoned += static_cast<int64_t>(num_bytes);
-  // Reported when the host can spare the memory (a Free that threw
-  // std::bad_alloc may have found it without: HostHasRoomFor); the counts
-  // record it regardless.
-  if (internal::HostHasRoomFor(kReportRoomBytes)) {
-    try {
-      DeferLog(LogSeverity::kError,
-               absl::StrFormat(
-                   "Allocator '%s': SubAllocator::Free(%p, %d bytes) during "
-                   "%s threw: %s; the region is forgotten (never used or "
-                   "freed again)",
-                   name_, ptr, num_bytes, why, what));
-    } catch (...) {
-    }
-  }
+  // The counts record it regardless of the report (DeferReport).
+  DeferReport(LogSeverity::kError, [&] {
+    return absl::StrFormat(
+        "Allocator '%s': SubAllocator::Free(%p, %d bytes) during %s threw: "
+        "%s; the region is forgotten (never used or freed again)",
+        name_, ptr, num_bytes, why, what);
+  });
   return false;
 }
 

@@ -572,16 +572,12 @@ uint64_t Allocator::JoinFences(uint64_t a, uint64_t b) {
 void Allocator::StreamOpFailed(const absl::Status& s) {
   ++stream_stats_.stream_op_errors;
   stream_error_ = s;
-  // Reported when the host can spare the memory (see HostHasRoomFor); the
-  // counts and stream_error_ record it regardless.
-  if (!internal::HostHasRoomFor(kReportRoomBytes)) return;
-  try {
-    DeferLog(LogSeverity::kError,
-             absl::StrCat("Allocator '", name_, "': ", s.message(),
-                          " (the memory involved stays unused until it is "
-                          "known safe)"));
-  } catch (...) {
-  }
+  // The counts and stream_error_ record it regardless of the report.
+  DeferReport(LogSeverity::kError, [&] {
+    return absl::StrCat("Allocator '", name_, "': ", s.message(),
+                        " (the memory involved stays unused until it is "
+                        "known safe)");
+  });
 }
 
 absl::Status Allocator::NoEventStatus(StreamId stream) const {
