@@ -757,5 +757,96 @@ TEST(DeadFenceTest, ASameStreamNeighbourDoesNotCarryMemoryIntoIt) {
   EXPECT_TRUE(a->DeallocateOnStream(*r, S(3)).ok());
 }
 
+// --- A report that loses its memory after the probe ----------------------
+//
+// A report is built only when HostHasRoomFor finds memory, but another
+// thread can take that memory before the report is formatted. Simulated
+// here by failing exactly one host allocation, each in turn, after the
+// probe has passed: formatting with absl::StrFormat then ended the process
+// (std::terminate); internal::Format throws std::bad_alloc, which the
+// report's guard catches.
+
+// Runs `call` once armed to count its host allocations, then once per
+// allocation with only that one failing: nothing escapes, and `check`
+// holds after each run.
+template <typename F, typename G>
+void FailEachAllocationInTurn(F&& call, G&& check) {
+  g_host = HostMemory();
+  {
+    Armed armed;
+    call();
+  }
+  const long count = g_host.count;
+  ASSERT_GT(count, 1) << "the call allocated nothing to fail";
+  for (long k = 0; k < count; ++k) {
+    SCOPED_TRACE(k);
+    g_host = HostMemory();
+    g_host.fail_at = k;
+    EXPECT_FALSE(Threw(call));
+    g_host = HostMemory();
+    check();
+  }
+}
+
+TEST(HostMemoryRaceTest, InvalidFreesAndRequests) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "Validate allocates inside every call at level 2";
+#endif
+  testing::QuietLog quiet;
+  auto a = MakeAllocator();
+  void* live = a->AllocateRaw(kMinAllocationSize, 4096);
+  ASSERT_NE(live, nullptr);
+  int not_ours = 0;
+  absl::Status freed, used;
+  FailEachAllocationInTurn(
+      [&] {
+        a->DeallocateRaw(&not_ours);
+        a->DeallocateRaw(static_cast<char*>(live) + 256);  // interior
+        freed = a->Deallocate(&not_ours);
+        used = a->RecordStreamUse(&not_ours, S(1));
+        void* p = a->AllocateRaw(3, 1024);  // alignment not a power of two
+        if (p != nullptr) a->DeallocateRaw(p);
+      },
+      [&] {
+        EXPECT_EQ(freed.code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_EQ(used.code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+      });
+  a->DeallocateRaw(live);
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+}
+
+TEST(HostMemoryRaceTest, OutOfMemoryReports) {
+#if BFC_CHECK_LEVEL >= 2
+  GTEST_SKIP() << "Validate allocates inside every call at level 2";
+#endif
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  o.allow_growth = false;
+  o.max_oom_logs = 1 << 20;  // every failure builds its full report
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+              size_t{4} << 20, "host-race", o);
+  void* full = a.AllocateRaw(kMinAllocationSize, size_t{3} << 20);
+  ASSERT_NE(full, nullptr);
+  absl::StatusOr<void*> plain = nullptr, on_stream = nullptr;
+  void* raw = &o;
+  FailEachAllocationInTurn(
+      [&] {
+        raw = a.AllocateRaw(kMinAllocationSize, size_t{2} << 20);
+        plain = a.Allocate(size_t{2} << 20);
+        on_stream = a.AllocateOnStream(kImplicitStream, size_t{2} << 20);
+      },
+      [&] {
+        EXPECT_EQ(raw, nullptr);
+        EXPECT_EQ(plain.status().code(), absl::StatusCode::kResourceExhausted);
+        EXPECT_EQ(on_stream.status().code(),
+                  absl::StatusCode::kResourceExhausted);
+        EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+      });
+  a.DeallocateRaw(full);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+}
+
 }  // namespace
 }  // namespace bfc

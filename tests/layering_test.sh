@@ -3,7 +3,8 @@
 #   - each layer includes only the layers below it (public headers by their
 #     folder: bfc/replay/, bfc/report/, bfc/planner/, bfc/c_api.h; private
 #     headers by theirs: "core/", "replay/", "report/", "planner/", "c_api/");
-#   - every definition of an Allocator member is in src/core/allocator*.cc.
+#   - every definition of an Allocator member is in src/core/allocator*.cc;
+#   - the library formats with bfc::internal::Format, never absl::StrFormat.
 # Usage: layering_test.sh SOURCE_DIR
 set -u
 root=${1:?usage: layering_test.sh SOURCE_DIR}
@@ -38,6 +39,17 @@ members=$(grep -rlnE '^[A-Za-z_:<>, *&]*\bAllocator::[A-Za-z_~]+\(' src tools in
 if [ -n "$members" ]; then
   echo "FAIL: Allocator:: members defined outside src/core/allocator*.cc (and internal/allocator*_inl.h):"
   echo "$members"
+  fail=1
+fi
+
+# The library formats with bfc::internal::Format (bfc/internal/str_format.h):
+# absl::StrFormat and absl::StrAppendFormat end the process, with Debian's
+# Abseil, when the host runs out of memory inside them.
+formats=$(grep -rnE 'absl::Str(Append)?Format\(' src include \
+  | grep -v '^include/bfc/internal/str_format.h:')
+if [ -n "$formats" ]; then
+  echo "FAIL: absl::StrFormat/StrAppendFormat in the library (use bfc::internal::Format):"
+  echo "$formats"
   fail=1
 fi
 

@@ -15,11 +15,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "bfc/allocator_options.h"
 #include "bfc/internal/constants.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/units.h"
 
 namespace bfc::c_api {
@@ -114,12 +114,12 @@ absl::string_view NearestKey(absl::string_view key) {
 absl::Status BadValue(absl::string_view key, absl::string_view value,
                       absl::string_view accepted) {
   return absl::InvalidArgumentError(
-      absl::StrFormat("%s: bad value \"%s\" for %s (accepted values: %s)",
-                      kAllocConfEnvVar, value, key, accepted));
+      bfc::internal::Format("%s: bad value \"%s\" for %s (accepted values: %s)",
+                            kAllocConfEnvVar, value, key, accepted));
 }
 
 absl::Status ExpandableConflict(absl::string_view backend, bool expandable) {
-  return absl::InvalidArgumentError(absl::StrFormat(
+  return absl::InvalidArgumentError(bfc::internal::Format(
       "%s: expandable_segments:%s contradicts backend:%s (expandable "
       "segments are backend:vmm; give one of them)",
       kAllocConfEnvVar, expandable ? "True" : "False", backend));
@@ -208,7 +208,7 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
     if (entry.empty()) continue;
     const size_t colon = entry.find(':');
     if (colon == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrFormat(
+      return absl::InvalidArgumentError(bfc::internal::Format(
           "%s: entry \"%s\" is not key:value (accepted keys: %s)",
           kAllocConfEnvVar, entry, AllocConfKeys()));
     }
@@ -216,13 +216,13 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
     const absl::string_view value =
         absl::StripAsciiWhitespace(entry.substr(colon + 1));
     if (seen.contains(key)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
+      return absl::InvalidArgumentError(bfc::internal::Format(
           "%s: key %s is given more than once", kAllocConfEnvVar, key));
     }
     // PyTorch's spelling and bfc's set the same option.
     if (const PyTorchAlias* a = FindPyTorchAlias(key);
         a != nullptr && (seen.contains(a->key) || seen.contains(a->option))) {
-      return absl::InvalidArgumentError(absl::StrFormat(
+      return absl::InvalidArgumentError(bfc::internal::Format(
           "%s: %s and %s set the same option (give one of them)",
           kAllocConfEnvVar, a->key, a->option));
     }
@@ -248,7 +248,7 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
         // Device memory is what the user asked for; whose pool serves it is
         // decided by loading bfc.
         conf.backend = Backend::kCuda;
-        conf.ignored.push_back(absl::StrFormat(
+        conf.ignored.push_back(bfc::internal::Format(
             "%s: backend:cudaMallocAsync is PyTorch's setting for CUDA's own "
             "stream-ordered pool; with bfc loaded, bfc is the allocator: "
             "serving backend:cuda (write backend:cuda or native)",
@@ -314,12 +314,12 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       conf.options.pool_release_threshold = d;
       conf.keys.back() = "pool_release_threshold";
     } else if (const PyTorchKey* pt = FindPyTorchKey(key)) {
-      conf.ignored.push_back(absl::StrFormat(
+      conf.ignored.push_back(bfc::internal::Format(
           "%s: %s is a PyTorch allocator setting that bfc does not take: %s",
           kAllocConfEnvVar, key, pt->instead));
     } else {
-      std::string message =
-          absl::StrFormat("%s: unknown key \"%s\"", kAllocConfEnvVar, key);
+      std::string message = bfc::internal::Format("%s: unknown key \"%s\"",
+                                                  kAllocConfEnvVar, key);
       if (absl::string_view near = NearestKey(key); !near.empty()) {
         absl::StrAppend(&message, " (did you mean ", near, "?)");
       }
@@ -330,7 +330,7 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
     }
   }
   if (conf.memory_limit && conf.memory_fraction) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(bfc::internal::Format(
         "%s: memory_limit and memory_fraction are both given (accepted: at "
         "most one of them)",
         kAllocConfEnvVar));

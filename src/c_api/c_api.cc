@@ -38,7 +38,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -56,6 +55,7 @@
 #include "bfc/cuda_stream_ops.h"
 #include "bfc/cuda_sub_allocator.h"
 #include "bfc/cuda_vmm_sub_allocator.h"
+#include "bfc/internal/str_format.h"
 #endif
 
 #ifndef BFC_VERSION_STRING
@@ -95,7 +95,7 @@ size_t Limit(const AllocConf& config, size_t device_bytes,
 absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
     const AllocConf& config, int device) {
   const std::string name =
-      absl::StrFormat("bfc_%s_%d", BackendName(config.backend), device);
+      bfc::internal::Format("bfc_%s_%d", BackendName(config.backend), device);
   std::unique_ptr<SubAllocator> sub;
   size_t limit = 0;
   switch (config.backend) {
@@ -113,7 +113,7 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
       // A range the kernel will not reserve can never be handed out: say so
       // once, now, instead of failing every allocation as out of memory.
       if (virt->base() == nullptr) {
-        return absl::UnavailableError(absl::StrFormat(
+        return absl::UnavailableError(bfc::internal::Format(
             "backend virtual: cannot reserve %s of address space for device "
             "%d (the kernel refused the mapping); set a smaller memory_limit "
             "in %s",
@@ -129,17 +129,17 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
       std::string error;
       const int count = CudaDeviceCount(&error);
       if (count == 0) {
-        return absl::UnavailableError(absl::StrFormat(
+        return absl::UnavailableError(bfc::internal::Format(
             "backend %s: no usable CUDA device (%s); to run without a GPU "
             "set %s=backend:host or backend:virtual",
             backend, error.empty() ? "the runtime reports 0 devices" : error,
             kEnvVar));
       }
       if (device >= count) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("backend %s: device %d does not exist (%d CUDA "
-                            "device(s) visible)",
-                            backend, device, count));
+        return absl::InvalidArgumentError(bfc::internal::Format(
+            "backend %s: device %d does not exist (%d CUDA "
+            "device(s) visible)",
+            backend, device, count));
       }
       size_t free_bytes = 0, total_bytes = 0;
       absl::Status s = CudaMemGetInfo(device, &free_bytes, &total_bytes);
@@ -156,14 +156,14 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
       // once, here, not at every allocation.
       auto vmm = std::make_unique<CudaVmmSubAllocator>(device);
       if (absl::Status a = vmm->Availability(); !a.ok()) {
-        return absl::UnavailableError(absl::StrFormat(
+        return absl::UnavailableError(bfc::internal::Format(
             "backend vmm: %s; set %s=backend:cuda for cudaMalloc'ed regions",
             a.message(), kEnvVar));
       }
       sub = std::move(vmm);
       break;
 #else
-      return absl::UnavailableError(absl::StrFormat(
+      return absl::UnavailableError(bfc::internal::Format(
           "backend %s: this libbfc_alloc was built without CUDA; set "
           "%s=backend:host or backend:virtual, or rebuild with the CUDA "
           "toolkit",
@@ -172,7 +172,7 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
     }
   }
   if (limit == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(bfc::internal::Format(
         "%s: the memory limit for device %d works out to 0 bytes", kEnvVar,
         device));
   }
@@ -313,7 +313,7 @@ class Registry {
   Allocator* Find(int device, bool create, absl::Status* error)
       ABSL_LOCKS_EXCLUDED(mu_) {
     if (device < 0 || device >= BFC_MAX_DEVICES) {
-      *error = absl::InvalidArgumentError(absl::StrFormat(
+      *error = absl::InvalidArgumentError(bfc::internal::Format(
           "device %d is out of range [0, %d)", device, BFC_MAX_DEVICES));
       return nullptr;
     }
@@ -509,7 +509,7 @@ void* Malloc(const char* function, size_t size, int device,
              bfc_stream_t stream) {
   if (size == 0) return nullptr;
   const std::string call =
-      absl::StrFormat("%s(%d bytes, device %d)", function, size, device);
+      bfc::internal::Format("%s(%d bytes, device %d)", function, size, device);
   absl::Status error;
   Allocator* a = Registry::Get().Find(device, /*create=*/true, &error);
   if (a == nullptr) {
@@ -532,7 +532,7 @@ void* Malloc(const char* function, size_t size, int device,
 void Free(const char* function, void* ptr, int device, bfc_stream_t stream) {
   if (ptr == nullptr) return;
   const std::string call =
-      absl::StrFormat("%s(%p, device %d)", function, ptr, device);
+      bfc::internal::Format("%s(%p, device %d)", function, ptr, device);
   absl::Status error;
   Allocator* a = Registry::Get().Find(device, /*create=*/false, &error);
   if (a == nullptr) {
@@ -547,7 +547,7 @@ void Free(const char* function, void* ptr, int device, bfc_stream_t stream) {
 
 int RecordStream(void* ptr, int device, bfc_stream_t stream) {
   const std::string call =
-      absl::StrFormat("bfc_record_stream(%p, device %d)", ptr, device);
+      bfc::internal::Format("bfc_record_stream(%p, device %d)", ptr, device);
   if (ptr == nullptr) {
     // NULL is never invalid input (no abort): a failure, as for the others.
     SetError(absl::StrCat(call, ": NULL pointer"));
@@ -623,8 +623,8 @@ size_t bfc_empty_cache(int device) {
         bfc::Registry::Get().Find(device, /*create=*/false, &error);
     if (a == nullptr) {
       if (!error.ok()) {
-        bfc::SetError(absl::StrFormat("bfc_empty_cache(device %d): %s", device,
-                                      error.message()));
+        bfc::SetError(bfc::internal::Format("bfc_empty_cache(device %d): %s",
+                                            device, error.message()));
       }
       return 0;
     }
@@ -642,13 +642,13 @@ int bfc_get_stats(int device, bfc_stats* out) {
     bfc::Allocator* a =
         bfc::Registry::Get().Find(device, /*create=*/true, &error);
     if (a == nullptr) {
-      bfc::SetError(absl::StrFormat("bfc_get_stats(device %d): %s", device,
-                                    error.message()));
+      bfc::SetError(bfc::internal::Format("bfc_get_stats(device %d): %s",
+                                          device, error.message()));
       return -1;
     }
     const std::optional<bfc::AllocatorStats> s = a->GetStats();
     if (!s) {
-      bfc::SetError(absl::StrFormat(
+      bfc::SetError(bfc::internal::Format(
           "bfc_get_stats(device %d): the allocator has no stats", device));
       return -1;
     }
@@ -684,8 +684,8 @@ int bfc_reset_peak_stats(int device) {
     bfc::Allocator* a =
         bfc::Registry::Get().Find(device, /*create=*/true, &error);
     if (a == nullptr) {
-      bfc::SetError(absl::StrFormat("bfc_reset_peak_stats(device %d): %s",
-                                    device, error.message()));
+      bfc::SetError(bfc::internal::Format("bfc_reset_peak_stats(device %d): %s",
+                                          device, error.message()));
       return -1;
     }
     a->ResetPeakStats();
@@ -699,8 +699,8 @@ int bfc_record_memory_history(int device, size_t max_entries) {
     bfc::Allocator* a =
         bfc::Registry::Get().Find(device, /*create=*/true, &error);
     if (a == nullptr) {
-      bfc::SetError(absl::StrFormat("bfc_record_memory_history(device %d): %s",
-                                    device, error.message()));
+      bfc::SetError(bfc::internal::Format(
+          "bfc_record_memory_history(device %d): %s", device, error.message()));
       return -1;
     }
     a->RecordMemoryHistory(max_entries);
@@ -718,7 +718,7 @@ int bfc_dump_snapshot(int device, const char* path) {
     bfc::Allocator* a =
         bfc::Registry::Get().Find(device, /*create=*/false, &error);
     if (a == nullptr) {
-      bfc::SetError(absl::StrFormat(
+      bfc::SetError(bfc::internal::Format(
           "bfc_dump_snapshot(device %d): %s", device,
           error.ok() ? "the device has no allocator yet (nothing allocated)"
                      : error.message()));
@@ -755,8 +755,8 @@ bfc_account* bfc_account_create(int device, bfc_account* parent,
   return bfc::Guarded<bfc_account*>(
       "bfc_account_create", nullptr, [&]() -> bfc_account* {
         const std::string call =
-            absl::StrFormat("bfc_account_create(device %d, \"%s\")", device,
-                            name == nullptr ? "(null)" : name);
+            bfc::internal::Format("bfc_account_create(device %d, \"%s\")",
+                                  device, name == nullptr ? "(null)" : name);
         if (name == nullptr) {
           bfc::SetError(call + ": name is NULL");
           return nullptr;
@@ -768,9 +768,9 @@ bfc_account* bfc_account_create(int device, bfc_account* parent,
         absl::StatusOr<std::shared_ptr<bfc::Account>> made;
         if (parent != nullptr) {
           if (parent->device != device) {
-            bfc::SetError(absl::StrFormat("%s: the parent '%s' is on device %d",
-                                          call, parent->account->path(),
-                                          parent->device));
+            bfc::SetError(bfc::internal::Format(
+                "%s: the parent '%s' is on device %d", call,
+                parent->account->path(), parent->device));
             return nullptr;
           }
           made = parent->account->CreateChild(std::move(o));

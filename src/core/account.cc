@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bfc/internal/bin.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/log.h"
 #include "bfc/units.h"
 #include "core/internal/account_state.h"
@@ -40,15 +40,15 @@ std::string Limit(int64_t n) {
 
 absl::Status CheckOptions(const AccountOptions& o) {
   if (o.name.empty() || o.name.find('/') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(internal::Format(
         "account name \"%s\" must be non-empty and have no '/'", o.name));
   }
   if (o.limit_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(internal::Format(
         "account '%s': limit_bytes %d is negative", o.name, o.limit_bytes));
   }
   if (o.reservation_bytes < 0 || o.reservation_bytes > o.limit_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(internal::Format(
         "account '%s': reservation_bytes %d must be in [0, limit_bytes %d]",
         o.name, o.reservation_bytes, o.limit_bytes));
   }
@@ -113,7 +113,7 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateRootImpl(
   }
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   if (options.reservation_bytes != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(internal::Format(
         "root account '%s': a root has no parent to reserve from "
         "(reservation_bytes %d)",
         options.name, options.reservation_bytes));
@@ -155,20 +155,20 @@ absl::StatusOr<std::shared_ptr<Account>> Account::CreateChildImpl(
   std::shared_ptr<Account> account;
   Allocator::Lock lock(allocator_);
   if (state_->closed) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    return absl::FailedPreconditionError(internal::Format(
         "account '%s' is closed: no new children", state_->path));
   }
   if (state_->open_child_names.count(options.name) != 0) {
     return absl::AlreadyExistsError(
-        absl::StrFormat("account '%s' already exists", st->path));
+        internal::Format("account '%s' already exists", st->path));
   }
   if (options.reservation_bytes > 0) {
     absl::Status s = allocator_->ChargeAccountLocked(state_.get(),
                                                      options.reservation_bytes);
     if (!s.ok()) {
       return absl::ResourceExhaustedError(
-          absl::StrFormat("account '%s': cannot reserve %s: %s", st->path,
-                          Bytes(options.reservation_bytes), s.message()));
+          internal::Format("account '%s': cannot reserve %s: %s", st->path,
+                           Bytes(options.reservation_bytes), s.message()));
     }
     st->reservation.store(options.reservation_bytes);
   }
@@ -240,7 +240,7 @@ absl::Status Account::Deallocate(void* ptr) {
 
 absl::Status Account::TransferOwnership(void* ptr, Account& to) {
   if (to.allocator_ != allocator_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(internal::Format(
         "TransferOwnership from '%s' to '%s': the accounts are on different "
         "allocators",
         path(), to.path()));
@@ -314,7 +314,7 @@ absl::Status Account::CloseImpl(bool from_destructor) {
         if (!c->closed) open.push_back(c->path);
       }
       if (!open.empty()) {
-        return absl::FailedPreconditionError(absl::StrFormat(
+        return absl::FailedPreconditionError(internal::Format(
             "account '%s' cannot close: %d children are open (%s)", s.path,
             open.size(), absl::StrJoin(open, ", ")));
       }
@@ -322,7 +322,7 @@ absl::Status Account::CloseImpl(bool from_destructor) {
       // thread's free to retry) would otherwise complete on a closed account
       // after Close() said nothing was charged.
       if (s.pending != 0) {
-        return absl::FailedPreconditionError(absl::StrFormat(
+        return absl::FailedPreconditionError(internal::Format(
             "account '%s' cannot close: an allocation charged to it is in "
             "progress (%s, waiting for memory); close it once that returns",
             s.path, Bytes(s.pending)));
@@ -350,7 +350,7 @@ absl::Status Account::CloseImpl(bool from_destructor) {
   for (const LeakedAllocation& l : leaks) {
     bytes += static_cast<int64_t>(l.allocation.size);
   }
-  std::string report = absl::StrFormat(
+  std::string report = internal::Format(
       "account '%s' closed with %d allocation(s) still charged to it (%s); "
       "they are not freed:",
       path(), leaks.size(), Bytes(bytes));
@@ -377,20 +377,20 @@ absl::Status Account::CloseImpl(bool from_destructor) {
   }
   for (size_t i = 0; i < groups.size() && i < 20; ++i) {
     const LeakedAllocation& l = *groups[i].second.front();
-    absl::StrAppendFormat(
+    internal::AppendFormat(
         &report, "\n  %#x: %d bytes (asked %d), id %d, %d allocations ago",
         l.allocation.address, l.allocation.size, l.allocation.requested_size,
         l.allocation.allocation_id, l.age_in_allocations);
     if (groups[i].second.size() > 1) {
-      absl::StrAppendFormat(&report, " (and %d more from this site)",
-                            groups[i].second.size() - 1);
+      internal::AppendFormat(&report, " (and %d more from this site)",
+                             groups[i].second.size() - 1);
     }
     if (!groups[i].first.empty()) {
       absl::StrAppend(&report, "\n    at ", groups[i].first);
     }
   }
   if (groups.size() > 20) {
-    absl::StrAppendFormat(&report, "\n  ... %d more", groups.size() - 20);
+    internal::AppendFormat(&report, "\n  ... %d more", groups.size() - 20);
   }
   if (from_destructor) Log(LogSeverity::kWarning, report);
   return absl::FailedPreconditionError(report);
@@ -398,7 +398,7 @@ absl::Status Account::CloseImpl(bool from_destructor) {
 
 std::string Account::DebugString(bool children) const {
   const AccountStats st = GetStats();
-  std::string out = absl::StrFormat(
+  std::string out = internal::Format(
       "%s: %s in use (peak %s, own %s in %d allocations) of limit %s, "
       "reservation %s, headroom %s%s",
       path(), Bytes(st.bytes_in_use), Bytes(st.peak_bytes_in_use),
@@ -417,10 +417,10 @@ std::string Account::DebugString(bool children) const {
     while (!stack.empty()) {
       auto [depth, a] = stack.back();
       stack.pop_back();
-      lines.emplace_back(depth,
-                         absl::StrFormat("%s: %s in use of limit %s%s", a->path,
-                                         Bytes(a->used.load()), Limit(a->limit),
-                                         a->closed ? " (closed)" : ""));
+      lines.emplace_back(
+          depth, internal::Format("%s: %s in use of limit %s%s", a->path,
+                                  Bytes(a->used.load()), Limit(a->limit),
+                                  a->closed ? " (closed)" : ""));
       for (auto it = a->children.rbegin(); it != a->children.rend(); ++it) {
         stack.emplace_back(depth + 1, *it);
       }

@@ -19,11 +19,11 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "bfc/account.h"
 #include "bfc/internal/check.h"
 #include "bfc/internal/constants.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/log.h"
 #include "bfc/units.h"
 #include "core/internal/account_state.h"
@@ -112,10 +112,10 @@ size_t PartialFreeBytesNoThrow(const SubAllocator* sub,
   if (result != 0 &&
       (!internal::IsPowerOfTwo(result) || result < kMinAllocationSize)) {
     Log(LogSeverity::kError,
-        absl::StrFormat("Allocator '%s': SubAllocator::PartialFreeBytes() = "
-                        "%d is not a power of two >= %d; only whole regions "
-                        "will be given back",
-                        name, result, kMinAllocationSize));
+        internal::Format("Allocator '%s': SubAllocator::PartialFreeBytes() = "
+                         "%d is not a power of two >= %d; only whole regions "
+                         "will be given back",
+                         name, result, kMinAllocationSize));
     return 0;
   }
   return result;
@@ -240,7 +240,7 @@ Allocator::~Allocator() {
   }
   if (outstanding > 0) {
     DeferLog(LogSeverity::kWarning,
-             absl::StrFormat(
+             internal::Format(
                  "Allocator '%s' destroyed with %d outstanding allocation(s) "
                  "holding %s "
                  "(%d bytes); their memory is returned to the sub-allocator",
@@ -265,16 +265,16 @@ Allocator::~Allocator() {
   if (invalid_reports_ > kMaxInvalidInputLogs) {
     DeferLog(
         LogSeverity::kWarning,
-        absl::StrFormat("Allocator '%s': %d invalid-input report(s) in all "
-                        "were suppressed",
-                        name_, invalid_reports_ - kMaxInvalidInputLogs));
+        internal::Format("Allocator '%s': %d invalid-input report(s) in all "
+                         "were suppressed",
+                         name_, invalid_reports_ - kMaxInvalidInputLogs));
   }
   if (oom_logs_suppressed_ > 0) {
     DeferLog(
         LogSeverity::kWarning,
-        absl::StrFormat("Allocator '%s': %d out-of-memory report(s) in all "
-                        "were suppressed (max_oom_logs=%d)",
-                        name_, oom_logs_suppressed_, opts_.max_oom_logs));
+        internal::Format("Allocator '%s': %d out-of-memory report(s) in all "
+                         "were suppressed (max_oom_logs=%d)",
+                         name_, oom_logs_suppressed_, opts_.max_oom_logs));
   }
 }
 
@@ -513,8 +513,7 @@ absl::StatusOr<void*> Allocator::Allocate(size_t num_bytes, size_t alignment,
 
 void Allocator::DeferReport(LogSeverity severity,
                             absl::FunctionRef<std::string()> build) const {
-  // Only when the host can spare the memory (see HostHasRoomFor): with
-  // Debian's Abseil, std::bad_alloc inside absl::StrFormat terminates; and
+  // Only when the host can spare the memory (see HostHasRoomFor); and
   // nothing may be thrown from here.
   if (!internal::HostHasRoomFor(kReportRoomBytes)) return;
   try {
@@ -712,7 +711,7 @@ bool Allocator::FreeToSubAllocator(void* ptr, size_t num_bytes,
   sub_failures_.bytes_abandoned += static_cast<int64_t>(num_bytes);
   // The counts record it regardless of the report (DeferReport).
   DeferReport(LogSeverity::kError, [&] {
-    return absl::StrFormat(
+    return internal::Format(
         "Allocator '%s': SubAllocator::Free(%p, %d bytes) during %s threw: "
         "%s; the region is forgotten (never used or freed again)",
         name_, ptr, num_bytes, why, what);
@@ -1514,7 +1513,7 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
       extend_error_ = absl::Status(absl::StatusCode::kInternal, "");
       if (internal::HostHasRoomFor(kReportRoomBytes)) {
         try {
-          extend_error_ = absl::InternalError(absl::StrFormat(
+          extend_error_ = absl::InternalError(internal::Format(
               "Allocator '%s': SubAllocator::Alloc(%d bytes, alignment %d) "
               "threw: %s",
               name_, bytes, region_alignment, what));
@@ -1564,7 +1563,7 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
       if (problem.empty()) break;
       ++stats_.num_sub_allocator_rejects;
       DeferReport(LogSeverity::kError, [&] {
-        return absl::StrFormat(
+        return internal::Format(
             "Allocator '%s': sub-allocator memory %p (%d bytes received, %d "
             "asked, alignment %d) %s; refused and given back",
             name_, mem, bytes_received, bytes, region_alignment, problem);
@@ -2004,7 +2003,7 @@ size_t Allocator::FreeTailBytes() const {
 
 std::string Allocator::OomMessage(size_t num_bytes, size_t rounded,
                                   size_t alignment) const {
-  return absl::StrFormat(
+  return internal::Format(
       "Allocator '%s' ran out of memory trying to allocate %s (%d bytes, "
       "rounded to %d, "
       "alignment %d). In use: %s in %d allocation(s) since the last "
@@ -2029,8 +2028,8 @@ void Allocator::LogOom(
     return;
   }
   // The report is built from strings; when the host is out of memory too,
-  // it is dropped rather than thrown out of a failed allocation (or, inside
-  // absl::StrFormat, turned into std::terminate: see HostHasRoomFor).
+  // it is dropped rather than thrown out of a failed allocation (see
+  // HostHasRoomFor).
   if (!internal::HostHasRoomFor(kReportRoomBytes)) {
     ++oom_logs_suppressed_;
     return;
@@ -2055,11 +2054,11 @@ void Allocator::LogOomUnguarded(
     if ((oom_logs_suppressed_ & (oom_logs_suppressed_ - 1)) == 0) {
       report->emplace_back(
           LogSeverity::kWarning,
-          absl::StrFormat("Allocator '%s': %d similar out-of-memory "
-                          "report(s) suppressed so far (max_oom_logs=%d); "
-                          "the latest asked for %d bytes",
-                          name_, oom_logs_suppressed_, opts_.max_oom_logs,
-                          num_bytes));
+          internal::Format("Allocator '%s': %d similar out-of-memory "
+                           "report(s) suppressed so far (max_oom_logs=%d); "
+                           "the latest asked for %d bytes",
+                           name_, oom_logs_suppressed_, opts_.max_oom_logs,
+                           num_bytes));
     }
     return;
   }
@@ -2129,8 +2128,7 @@ absl::Status Allocator::Deallocate(void* ptr) {
 
 absl::Status Allocator::InvalidPointerStatus(const char* what,
                                              const void* ptr) const {
-  // Described when the host can spare the memory (see HostHasRoomFor): with
-  // Debian's Abseil, std::bad_alloc inside absl::StrFormat terminates.
+  // Described when the host can spare the memory (see HostHasRoomFor).
   if (internal::HostHasRoomFor(kReportRoomBytes)) {
     try {
       return absl::InvalidArgumentError(
@@ -2194,13 +2192,13 @@ absl::Status Allocator::TransferChunkLocked(void* ptr,
                                             internal::AccountState* to) {
   const ChunkHandle h = InUseChunk(ptr);
   if (h == kInvalidChunkHandle || ChunkAccountLocked(h) != from) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(internal::Format(
         "TransferOwnership: %p is not an allocation charged to account '%s'",
         ptr, from->path));
   }
   if (to->closed) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("TransferOwnership: account '%s' is closed", to->path));
+    return absl::FailedPreconditionError(internal::Format(
+        "TransferOwnership: account '%s' is closed", to->path));
   }
   if (to == from) return absl::OkStatus();
   const int64_t bytes =
@@ -2301,9 +2299,9 @@ void Allocator::LogInvalid(const std::string& message) {
     const int64_t suppressed = invalid_reports_ - kMaxInvalidInputLogs;
     if ((suppressed & (suppressed - 1)) == 0) {
       DeferLog(LogSeverity::kError,
-               absl::StrFormat("Allocator '%s': %d similar invalid-input "
-                               "report(s) suppressed so far; the latest: %s",
-                               name_, suppressed, message));
+               internal::Format("Allocator '%s': %d similar invalid-input "
+                                "report(s) suppressed so far; the latest: %s",
+                                name_, suppressed, message));
     }
     return;
   }
@@ -2322,7 +2320,7 @@ Allocator::InUseChunk(const void* ptr) const {
 std::string Allocator::DescribeInvalidPointer(const void* ptr) const {
   const ChunkHandle h = region_manager_.get_handle(ptr);
   if (h != kInvalidChunkHandle) {
-    return absl::StrFormat(
+    return internal::Format(
         "pointer %p is not allocated: it was already freed (double free?); it "
         "starts a free "
         "chunk of %d bytes",
@@ -2330,8 +2328,8 @@ std::string Allocator::DescribeInvalidPointer(const void* ptr) const {
   }
   const internal::AllocationRegion* region = region_manager_.RegionFor(ptr);
   if (region == nullptr) {
-    return absl::StrFormat("pointer %p was not allocated by this allocator",
-                           ptr);
+    return internal::Format("pointer %p was not allocated by this allocator",
+                            ptr);
   }
   // An error path: walking the region's chunks is affordable here.
   const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
@@ -2339,7 +2337,7 @@ std::string Allocator::DescribeInvalidPointer(const void* ptr) const {
        c != kInvalidChunkHandle; c = chunks_[c].next) {
     const Chunk& chunk = chunks_[c];
     if (a >= chunk.addr() && a < chunk.end_addr()) {
-      return absl::StrFormat(
+      return internal::Format(
           "pointer %p points %d bytes into a %s chunk at %p (%d bytes); pass "
           "the pointer the "
           "allocation returned",
@@ -2347,7 +2345,7 @@ std::string Allocator::DescribeInvalidPointer(const void* ptr) const {
           chunk.size);
     }
   }
-  return absl::StrFormat(
+  return internal::Format(
       "pointer %p lies in a region of this allocator but in no chunk", ptr);
 }
 

@@ -18,10 +18,10 @@
 #include "absl/base/optimization.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/units.h"
 #include "core/internal/account_state.h"
 #include "core/internal/allocator_accounts_inl.h"
@@ -86,19 +86,19 @@ absl::Status Allocator::AccountChargeFailureLocked(Account* account,
                                                    size_t rounded) {
   AccountState* st = account->state_.get();
   if (st->allocator != this) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(internal::Format(
         "Allocator '%s': account '%s' belongs to another allocator", name_,
         st->path));
   }
   if (st->closed) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("account '%s' is closed", st->path));
+        internal::Format("account '%s' is closed", st->path));
   }
   AddRelaxed(st->failures, 1);
   if (rounded > static_cast<size_t>(kNoAccountLimit)) {
     // More than any account can hold (a use above kNoAccountLimit cannot
     // be counted): refused as past the limit, never cast negative.
-    absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
+    absl::Status s = absl::ResourceExhaustedError(internal::Format(
         "account '%s': charging %d bytes would pass the limit of account "
         "'%s': no account can hold more than %d bytes",
         st->path, rounded, st->path, kNoAccountLimit));
@@ -131,7 +131,7 @@ absl::Status Allocator::AccountRefusalLocked(const AccountState* st,
     absl::StrAppend(&children, i == 0 ? "; largest children: " : ", ", "'",
                     kids[i].second->path, "' ", Bytes(kids[i].first));
   }
-  absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
+  absl::Status s = absl::ResourceExhaustedError(internal::Format(
       "account '%s': charging %s (%d bytes) would pass the limit of "
       "account '%s': %s in use of %s (own allocations %s)%s",
       st->path, Bytes(bytes), bytes, a->path, Bytes(used), Bytes(a->limit),

@@ -12,11 +12,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/units.h"
 
 namespace bfc {
@@ -28,11 +28,11 @@ std::string ToText(int v) { return absl::StrCat(v); }
 // The shortest text that reads back as exactly `v`.
 std::string ToText(double v) {
   for (int precision = 6; precision < 17; ++precision) {
-    std::string text = absl::StrFormat("%.*g", precision, v);
+    std::string text = internal::Format("%.*g", precision, v);
     double back = 0;
     if (absl::SimpleAtod(text, &back) && back == v) return text;
   }
-  return absl::StrFormat("%.17g", v);
+  return internal::Format("%.17g", v);
 }
 std::string ToText(absl::Duration v) { return absl::FormatDuration(v); }
 // Exact, in the largest binary unit that divides it (2MiB, 1536KiB, 1000).
@@ -63,8 +63,8 @@ constexpr OptionField kFields[] = {
 
 absl::Status BadValue(const OptionField& f, absl::string_view value) {
   return absl::InvalidArgumentError(
-      absl::StrFormat("bad value \"%s\" for option %s (accepted: %s)", value,
-                      f.name, OptionKindGrammar(f.kind)));
+      internal::Format("bad value \"%s\" for option %s (accepted: %s)", value,
+                       f.name, OptionKindGrammar(f.kind)));
 }
 
 absl::Status Parse(const OptionField& f, absl::string_view text, bool* out) {
@@ -189,7 +189,7 @@ absl::Status ApplyAllocatorPreset(AllocatorOptions& options,
     absl::StrAppend(&names, names.empty() ? "" : ", ", p.name);
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("unknown preset \"%s\" (accepted: %s)", name, names));
+      internal::Format("unknown preset \"%s\" (accepted: %s)", name, names));
 }
 
 absl::string_view GrowthPolicyName(GrowthPolicy policy) {
@@ -242,7 +242,7 @@ absl::Status SetAllocatorOption(AllocatorOptions& options,
   }
   BFC_ALLOCATOR_OPTION_FIELDS(BFC_INTERNAL_SET_OPTION)
 #undef BFC_INTERNAL_SET_OPTION
-  return absl::InvalidArgumentError(absl::StrFormat(
+  return absl::InvalidArgumentError(internal::Format(
       "unknown option \"%s\" (accepted: %s)", name, AcceptedNames()));
 }
 
@@ -254,9 +254,9 @@ absl::Status ValidateAllocatorOptions(const AllocatorOptions& options) {
     type parsed{};                                                             \
     const std::string text = ToText(options.field);                            \
     if (!Parse(*FindAllocatorOptionField(#field), text, &parsed).ok()) {       \
-      return absl::InvalidArgumentError(                                       \
-          absl::StrFormat("option %s = %s is out of range (accepted: %s)",     \
-                          #field, text, OptionKindGrammar(OptionKind::kind))); \
+      return absl::InvalidArgumentError(internal::Format(                      \
+          "option %s = %s is out of range (accepted: %s)", #field, text,       \
+          OptionKindGrammar(OptionKind::kind)));                               \
     }                                                                          \
   }
   BFC_ALLOCATOR_OPTION_FIELDS(BFC_INTERNAL_CHECK_OPTION)

@@ -18,13 +18,13 @@
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
 #include "bfc/internal/mutex.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/log.h"
 #include "bfc/memory_dump.h"
 #include "core/internal/account_state.h"
@@ -81,7 +81,7 @@ class Symbolizer {
       internal::MutexLock lock(symbolize_mutex);
       found = absl::Symbolize(static_cast<char*>(pc) - 1, buf, sizeof(buf));
     }
-    std::string name = found ? std::string(buf) : absl::StrFormat("%p", pc);
+    std::string name = found ? std::string(buf) : internal::Format("%p", pc);
     return cache_.emplace(pc, std::move(name)).first->second;
   }
 

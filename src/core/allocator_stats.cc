@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 
 namespace bfc {
 namespace {
@@ -39,7 +39,7 @@ std::string ValueText(int64_t v) { return absl::StrCat(v); }
 std::string ValueText(const std::optional<int64_t>& v) {
   return v.has_value() ? absl::StrCat(*v) : "n/a";
 }
-std::string ValueText(double v) { return absl::StrFormat("%.4f", v); }
+std::string ValueText(double v) { return internal::Format("%.4f", v); }
 
 }  // namespace
 
@@ -48,7 +48,8 @@ absl::Span<const StatField> AllocatorStatsFields() { return kFields; }
 std::string AllocatorStats::DebugString() const {
   std::string out;
   auto line = [&](absl::string_view label, const std::string& value) {
-    absl::StrAppendFormat(&out, "%-18s%20s\n", absl::StrCat(label, ":"), value);
+    internal::AppendFormat(&out, "%-18s%20s\n", absl::StrCat(label, ":"),
+                           value);
   };
   // TF prints the limit first.
   line("Limit", ValueText(bytes_limit));

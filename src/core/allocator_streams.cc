@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "bfc/allocator.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/log.h"
 #include "core/internal/user_code.h"
 
@@ -36,7 +36,7 @@ using internal::kInvalidChunkHandle;
 
 namespace {
 
-std::string StreamName(StreamId s) { return absl::StrFormat("%p", s); }
+std::string StreamName(StreamId s) { return internal::Format("%p", s); }
 
 // A StreamOps method (`call`, returning a Status or StatusOr R) through the
 // library's noexcept boundary: what it throws becomes an Internal status

@@ -24,13 +24,13 @@
 
 #include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
 #include "bfc/internal/check.h"
 #include "bfc/internal/chunk.h"
 #include "bfc/internal/log_queue.h"
 #include "bfc/internal/region_manager.h"
+#include "bfc/internal/str_format.h"
 
 namespace bfc {
 namespace {
@@ -43,8 +43,8 @@ using internal::kInvalidChunkHandle;
 
 // "region 1 [0x10000, 0x12000)", as RegionManager::Validate names regions.
 std::string DescribeRegion(size_t index, const internal::AllocationRegion& r) {
-  return absl::StrFormat("region %d [0x%x, 0x%x)", index, r.addr(),
-                         r.end_addr());
+  return internal::Format("region %d [0x%x, 0x%x)", index, r.addr(),
+                          r.end_addr());
 }
 
 // "chunk 4 Chunk{ptr=0x..., size=..., ...}"
@@ -99,8 +99,8 @@ absl::Status Allocator::ValidateLocked() const {
   }
   if ((non_empty_bins_ >> kNumBins) != 0) {
     return fail("the non-empty-bin bitmap ",
-                absl::StrFormat("0x%x", non_empty_bins_), " has bits past bin ",
-                kNumBins - 1);
+                internal::Format("0x%x", non_empty_bins_),
+                " has bits past bin ", kNumBins - 1);
   }
 
   // --- Invariants 1, 2, 3 (chunk side) and 4: walk every region -------------
@@ -177,7 +177,7 @@ absl::Status Allocator::ValidateLocked() const {
       }
       if (c.addr() != expected) {
         return fail(region(), ": ", DescribeChunk(h, c), " should start at ",
-                    absl::StrFormat("0x%x", expected));
+                    internal::Format("0x%x", expected));
       }
       if (c.prev != prev) {
         return fail(region(), ": ", DescribeChunk(h, c), " has prev ",
@@ -252,7 +252,7 @@ absl::Status Allocator::ValidateLocked() const {
     }
     if (expected != r.end_addr()) {
       return fail(region(), ": its chunks end at ",
-                  absl::StrFormat("0x%x", expected));
+                  internal::Format("0x%x", expected));
     }
   }
   // Every live chunk was reached, and the map holds nothing else (it maps no

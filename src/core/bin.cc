@@ -7,14 +7,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 
 namespace bfc::internal {
 namespace {
 
 std::string DescribeEntry(size_t index, const Bin::Entry& e) {
-  return absl::StrFormat("entry %d (handle %d, ptr 0x%x, size %d)", index,
-                         e.handle, e.addr, e.size);
+  return internal::Format("entry %d (handle %d, ptr 0x%x, size %d)", index,
+                          e.handle, e.addr, e.size);
 }
 
 }  // namespace

@@ -6,12 +6,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 
 namespace bfc::internal {
 
 std::string Chunk::DebugString() const {
-  return absl::StrFormat(
+  return internal::Format(
       "Chunk{ptr=%p, size=%u, requested=%u, id=%d, in_use=%s}", ptr, size,
       requested_size, allocation_id, in_use() ? "true" : "false");
 }

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 
 namespace bfc::internal {
 
@@ -64,7 +64,7 @@ absl::Status ChunkMap::Validate() const {
                                      max_size_ == LoadBound(capacity_);
   if (!geometry_ok) {
     return fail("inconsistent geometry: ", bits_, " bits, capacity ", capacity_,
-                ", mask ", absl::StrFormat("0x%x", mask_), ", load bound ",
+                ", mask ", internal::Format("0x%x", mask_), ", load bound ",
                 max_size_);
   }
   if (size_ > max_size_ + (over_bound_ ? kSpareEntries : 0)) {
@@ -96,12 +96,12 @@ absl::Status ChunkMap::Validate() const {
     const void* p = (*chunks_)[s.handle].ptr;
     // Messages only: formatting on every slot would dominate the check.
     auto slot = [&] {
-      return absl::StrFormat("slot %d (handle %d, ptr %p)", i, s.handle, p);
+      return internal::Format("slot %d (handle %d, ptr %p)", i, s.handle, p);
     };
     if (Tag(p) != s.tag) {
-      return fail(slot(), " has tag ", absl::StrFormat("0x%08x", s.tag),
+      return fail(slot(), " has tag ", internal::Format("0x%08x", s.tag),
                   ", but its start hashes to tag ",
-                  absl::StrFormat("0x%08x", Tag(p)));
+                  internal::Format("0x%08x", Tag(p)));
     }
     // The probe for p runs from its home slot through occupied slots and
     // stops at the first slot mapping p: slot i, unless an empty slot cuts

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 #include "core/internal/cuda_driver.h"
 
 namespace bfc {
@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<CudaStreamOps>> CudaStreamOps::Create(
   absl::StatusOr<int> count = internal::CudaDriverDeviceCount();
   if (!count.ok()) return count.status();
   if (device < 0 || device >= *count) {
-    return absl::UnavailableError(absl::StrFormat(
+    return absl::UnavailableError(internal::Format(
         "CudaStreamOps: device %d does not exist (%d CUDA device(s))", device,
         *count));
   }
@@ -57,7 +57,7 @@ absl::StatusOr<StreamOps::Event> CudaStreamOps::RecordEvent(StreamId stream) {
     const CUresult r = (*driver)->EventCreate(&event, CU_EVENT_DISABLE_TIMING);
     if (r != CUDA_SUCCESS) {
       return (*driver)->CallError(
-          absl::StrFormat("cuEventCreate(device %d)", device_), r);
+          internal::Format("cuEventCreate(device %d)", device_), r);
     }
     MutexLock lock(&mu_);
     ++events_created_;
@@ -67,7 +67,7 @@ absl::StatusOr<StreamOps::Event> CudaStreamOps::RecordEvent(StreamId stream) {
   if (r != CUDA_SUCCESS) {
     ReleaseEvent(event);  // unrecorded, still good for the pool
     return (*driver)->CallError(
-        absl::StrFormat("cuEventRecord(stream %p)", stream), r);
+        internal::Format("cuEventRecord(stream %p)", stream), r);
   }
   MutexLock lock(&mu_);
   ++events_recorded_;
@@ -82,7 +82,7 @@ absl::StatusOr<bool> CudaStreamOps::QueryEvent(Event event) {
   const CUresult r = (*driver)->EventQuery(static_cast<CUevent>(event));
   if (r == CUDA_SUCCESS) return true;
   if (r == CUDA_ERROR_NOT_READY) return false;
-  return (*driver)->CallError(absl::StrFormat("cuEventQuery(event %p)", event),
+  return (*driver)->CallError(internal::Format("cuEventQuery(event %p)", event),
                               r);
 }
 
@@ -95,8 +95,8 @@ absl::Status CudaStreamOps::StreamWaitEvent(StreamId stream, Event event) {
                                                 static_cast<CUevent>(event), 0);
   if (r != CUDA_SUCCESS) {
     return (*driver)->CallError(
-        absl::StrFormat("cuStreamWaitEvent(stream %p, event %p)", stream,
-                        event),
+        internal::Format("cuStreamWaitEvent(stream %p, event %p)", stream,
+                         event),
         r);
   }
   return absl::OkStatus();
@@ -110,7 +110,7 @@ absl::Status CudaStreamOps::SynchronizeEvent(Event event) {
   const CUresult r = (*driver)->EventSynchronize(static_cast<CUevent>(event));
   if (r != CUDA_SUCCESS) {
     return (*driver)->CallError(
-        absl::StrFormat("cuEventSynchronize(event %p)", event), r);
+        internal::Format("cuEventSynchronize(event %p)", event), r);
   }
   return absl::OkStatus();
 }

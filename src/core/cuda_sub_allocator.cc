@@ -20,8 +20,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "bfc/internal/constants.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/log.h"
 #include "core/internal/bits.h"
 #include "core/internal/cuda_driver.h"
@@ -48,8 +48,8 @@ static_assert(kCudaGuaranteedAlignment >= kMinAllocationSize &&
 const CudaDriver* DriverOrLog(const std::string& who, const std::string& what) {
   absl::StatusOr<const CudaDriver*> driver = CudaDriver::Get();
   if (!driver.ok()) {
-    Log(LogSeverity::kError, absl::StrFormat("%s: %s not attempted: %s", who,
-                                             what, driver.status().message()));
+    Log(LogSeverity::kError, internal::Format("%s: %s not attempted: %s", who,
+                                              what, driver.status().message()));
     return nullptr;
   }
   return *driver;
@@ -61,8 +61,8 @@ const CudaDriver* DriverOrLog(const std::string& who, const std::string& what) {
   if (num_bytes == 0) return false;
   if (!IsPowerOfTwo(alignment)) {
     Log(LogSeverity::kError,
-        absl::StrFormat("%s: alignment %d for %d bytes is not a power of two",
-                        who, alignment, num_bytes));
+        internal::Format("%s: alignment %d for %d bytes is not a power of two",
+                         who, alignment, num_bytes));
     return false;
   }
   return true;
@@ -76,7 +76,8 @@ const CudaDriver* DriverOrLog(const std::string& who, const std::string& what) {
   if (__builtin_add_overflow(num_bytes, alignment - kCudaGuaranteedAlignment,
                              out)) {
     Log(LogSeverity::kError,
-        absl::StrFormat("%s: %s: size plus alignment overflows", who, request));
+        internal::Format("%s: %s: size plus alignment overflows", who,
+                         request));
     return false;
   }
   return true;
@@ -88,7 +89,7 @@ void* AlignInside(void* base, size_t alignment) {
 }
 
 void LogFailure(const std::string& who, const absl::Status& status) {
-  Log(LogSeverity::kError, absl::StrFormat("%s: %s", who, status.message()));
+  Log(LogSeverity::kError, internal::Format("%s: %s", who, status.message()));
 }
 
 }  // namespace
@@ -122,7 +123,7 @@ absl::Status CudaMemGetInfo(int device, size_t* free_bytes,
   const CUresult result = (*driver)->MemGetInfo(free_bytes, total_bytes);
   if (result != CUDA_SUCCESS) {
     return (*driver)->CallError(
-        absl::StrFormat("cuMemGetInfo on device %d", device), result);
+        internal::Format("cuMemGetInfo on device %d", device), result);
   }
   return absl::OkStatus();
 }
@@ -165,11 +166,11 @@ absl::Status CudaDeviceSubAllocator::Availability() const {
   absl::StatusOr<int> count = internal::CudaDriverDeviceCount();
   if (!count.ok()) {
     return absl::UnavailableError(
-        absl::StrFormat("CudaDeviceSubAllocator(device %d): %s",
-                        device_ordinal_, count.status().message()));
+        internal::Format("CudaDeviceSubAllocator(device %d): %s",
+                         device_ordinal_, count.status().message()));
   }
   if (device_ordinal_ < 0 || device_ordinal_ >= *count) {
-    return absl::UnavailableError(absl::StrFormat(
+    return absl::UnavailableError(internal::Format(
         "CudaDeviceSubAllocator(device %d): no such device (%d visible)",
         device_ordinal_, *count));
   }
@@ -180,23 +181,23 @@ void* CudaDeviceSubAllocator::Alloc(size_t alignment, size_t num_bytes,
                                     size_t* bytes_received) {
   if (bytes_received != nullptr) *bytes_received = 0;
   const std::string who =
-      absl::StrFormat("CudaDeviceSubAllocator(device %d)", device_ordinal_);
+      internal::Format("CudaDeviceSubAllocator(device %d)", device_ordinal_);
   if (!ValidRequest(who, alignment, num_bytes)) return nullptr;
-  const std::string request = absl::StrFormat(
+  const std::string request = internal::Format(
       "cuMemAlloc(%d bytes, alignment %d)", num_bytes, alignment);
   const CudaDriver* driver = DriverOrLog(who, request);
   if (driver == nullptr) return nullptr;
   if (device_ordinal_ < 0) {
     Log(LogSeverity::kError,
-        absl::StrFormat("%s: %s: no such device", who, request));
+        internal::Format("%s: %s: no such device", who, request));
     return nullptr;
   }
   ScopedPrimaryContext scoped(*driver, device_ordinal_);
   if (!scoped.status().ok()) {
     LogFailure(who,
                absl::Status(scoped.status().code(),
-                            absl::StrFormat("%s not attempted: %s", request,
-                                            scoped.status().message())));
+                            internal::Format("%s not attempted: %s", request,
+                                             scoped.status().message())));
     return nullptr;
   }
   CUdeviceptr dptr = 0;
@@ -218,8 +219,8 @@ void* CudaDeviceSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     const CUresult again = driver->MemAlloc(&dptr, padded);
     if (again != CUDA_SUCCESS) {
       LogFailure(who, driver->CallError(
-                          absl::StrFormat("%s (padded to %d bytes to align)",
-                                          request, padded),
+                          internal::Format("%s (padded to %d bytes to align)",
+                                           request, padded),
                           again));
       return nullptr;
     }
@@ -235,10 +236,10 @@ void* CudaDeviceSubAllocator::Alloc(size_t alignment, size_t num_bytes,
 void CudaDeviceSubAllocator::Free(void* ptr, size_t num_bytes) {
   if (ptr == nullptr) return;
   const std::string who =
-      absl::StrFormat("CudaDeviceSubAllocator(device %d)", device_ordinal_);
+      internal::Format("CudaDeviceSubAllocator(device %d)", device_ordinal_);
   VisitFree(ptr, device_ordinal_, num_bytes);
   const std::string request =
-      absl::StrFormat("cuMemFree(%p, %d bytes)", ptr, num_bytes);
+      internal::Format("cuMemFree(%p, %d bytes)", ptr, num_bytes);
   const CudaDriver* driver = DriverOrLog(who, request);
   if (driver == nullptr) return;
   ScopedPrimaryContext scoped(*driver, device_ordinal_);
@@ -280,7 +281,7 @@ void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
   if (bytes_received != nullptr) *bytes_received = 0;
   const std::string who = "CudaPinnedSubAllocator";
   if (!ValidRequest(who, alignment, num_bytes)) return nullptr;
-  const std::string request = absl::StrFormat(
+  const std::string request = internal::Format(
       "cuMemHostAlloc(%d bytes, alignment %d)", num_bytes, alignment);
   const CudaDriver* driver = DriverOrLog(who, request);
   if (driver == nullptr) return nullptr;
@@ -294,8 +295,8 @@ void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     if (!scoped->status().ok()) {
       LogFailure(who,
                  absl::Status(scoped->status().code(),
-                              absl::StrFormat("%s not attempted: %s", request,
-                                              scoped->status().message())));
+                              internal::Format("%s not attempted: %s", request,
+                                               scoped->status().message())));
       return nullptr;
     }
   }
@@ -316,8 +317,8 @@ void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     result = driver->MemHostAlloc(&base, padded, 0);
     if (result != CUDA_SUCCESS) {
       LogFailure(who, driver->CallError(
-                          absl::StrFormat("%s (padded to %d bytes to align)",
-                                          request, padded),
+                          internal::Format("%s (padded to %d bytes to align)",
+                                           request, padded),
                           result));
       return nullptr;
     }
@@ -335,7 +336,7 @@ void CudaPinnedSubAllocator::Free(void* ptr, size_t num_bytes) {
   VisitFree(ptr, 0, num_bytes);
   const std::string who = "CudaPinnedSubAllocator";
   const std::string request =
-      absl::StrFormat("cuMemFreeHost(%p, %d bytes)", ptr, num_bytes);
+      internal::Format("cuMemFreeHost(%p, %d bytes)", ptr, num_bytes);
   const CudaDriver* driver = DriverOrLog(who, request);
   if (driver == nullptr) return;
   CUcontext current = nullptr;

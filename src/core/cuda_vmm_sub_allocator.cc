@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/log.h"
 #include "core/internal/bits.h"
 #include "core/internal/cuda_driver.h"
@@ -60,7 +60,7 @@ CudaVmmSubAllocator::CudaVmmSubAllocator(int device_ordinal, Options options,
 }
 
 std::string CudaVmmSubAllocator::Who() const {
-  return absl::StrFormat("CudaVmmSubAllocator(device %d)", device_ordinal_);
+  return internal::Format("CudaVmmSubAllocator(device %d)", device_ordinal_);
 }
 
 void CudaVmmSubAllocator::Init(const Options& options) {
@@ -92,8 +92,8 @@ void CudaVmmSubAllocator::Init(const Options& options) {
   }
   for (int dev : access_devices_) {
     if (dev < 0 || dev >= *count) {
-      status_ = absl::UnavailableError(
-          absl::StrFormat("%s: no device %d (%d visible)", Who(), dev, *count));
+      status_ = absl::UnavailableError(internal::Format(
+          "%s: no device %d (%d visible)", Who(), dev, *count));
       return;
     }
   }
@@ -140,7 +140,7 @@ void CudaVmmSubAllocator::Init(const Options& options) {
                     : options.page_bytes;
   if (page > (size_t{1} << 40)) {
     status_ = absl::InvalidArgumentError(
-        absl::StrFormat("%s: page_bytes %d is absurd", Who(), page));
+        internal::Format("%s: page_bytes %d is absurd", Who(), page));
     return;
   }
   page = internal::AlignUp(page, granularity);
@@ -157,7 +157,7 @@ void CudaVmmSubAllocator::Init(const Options& options) {
         total_bytes > (size_t{1} << 46) ? size_t{1} << 47 : 2 * total_bytes;
   }
   if (address > (size_t{1} << 47)) {
-    status_ = absl::InvalidArgumentError(absl::StrFormat(
+    status_ = absl::InvalidArgumentError(internal::Format(
         "%s: address_bytes %d is more than a 47-bit address space", Who(),
         address));
     return;
@@ -170,9 +170,9 @@ void CudaVmmSubAllocator::Init(const Options& options) {
         r == CUDA_ERROR_OUT_OF_MEMORY ? absl::StatusCode::kResourceExhausted
                                       : absl::StatusCode::kUnavailable,
         absl::StrCat(Who(), ": ",
-                     d.CallError(absl::StrFormat("cuMemAddressReserve(%d "
-                                                 "bytes)",
-                                                 address),
+                     d.CallError(internal::Format("cuMemAddressReserve(%d "
+                                                  "bytes)",
+                                                  address),
                                  r)
                          .message()));
     return;
@@ -198,9 +198,9 @@ CudaVmmSubAllocator::~CudaVmmSubAllocator() {
     // The allocator above gives every region back before it goes: pages
     // left here were never freed by their owner, or would not unmap.
     Log(LogSeverity::kWarning,
-        absl::StrFormat("%s: %d pages still mapped at destruction; unmapping "
-                        "them",
-                        Who(), still_mapped));
+        internal::Format("%s: %d pages still mapped at destruction; unmapping "
+                         "them",
+                         Who(), still_mapped));
     (void)SynchronizeLocked();
     for (size_t i = 0; i < num_pages_; ++i) {
       if (pages_[i].state != PageState::kUnmapped) (void)UnmapPagesLocked(i, 1);
@@ -232,7 +232,7 @@ absl::Status CudaVmmSubAllocator::CheckHeldRegions(
   for (const auto& [lo, hi] : regions) {
     if (lo < base_ || hi > end || (lo - base_) % page_bytes_ != 0 ||
         (hi - base_) % page_bytes_ != 0) {
-      return absl::InternalError(absl::StrFormat(
+      return absl::InternalError(internal::Format(
           "region [%#x, %#x) is not whole pages of the range [%#x, %#x) "
           "(pages of %d bytes)",
           lo, hi, base_, end, page_bytes_));
@@ -240,8 +240,8 @@ absl::Status CudaVmmSubAllocator::CheckHeldRegions(
     for (size_t i = (lo - base_) / page_bytes_; i < (hi - base_) / page_bytes_;
          ++i) {
       if (covered[i]++ != 0) {
-        return absl::InternalError(absl::StrFormat("page %#x is in two regions",
-                                                   base_ + i * page_bytes_));
+        return absl::InternalError(internal::Format(
+            "page %#x is in two regions", base_ + i * page_bytes_));
       }
     }
   }
@@ -249,9 +249,9 @@ absl::Status CudaVmmSubAllocator::CheckHeldRegions(
     const bool mapped = pages_[i].state == PageState::kMapped;
     if (mapped != (covered[i] != 0)) {
       return absl::InternalError(
-          absl::StrFormat("page %#x is %s but %s", base_ + i * page_bytes_,
-                          mapped ? "mapped" : "not mapped",
-                          mapped ? "in no region" : "inside a region"));
+          internal::Format("page %#x is %s but %s", base_ + i * page_bytes_,
+                           mapped ? "mapped" : "not mapped",
+                           mapped ? "in no region" : "inside a region"));
     }
   }
   return absl::OkStatus();
@@ -298,8 +298,8 @@ size_t CudaVmmSubAllocator::UnmapPagesLocked(size_t first, size_t n) {
       }
       Log(LogSeverity::kError,
           absl::StrCat(Who(), ": ",
-                       d.CallError(absl::StrFormat("cuMemUnmap(%#x, %d bytes)",
-                                                   a, page_bytes_),
+                       d.CallError(internal::Format("cuMemUnmap(%#x, %d bytes)",
+                                                    a, page_bytes_),
                                    r)
                            .message(),
                        "; the page is kept out of use and retried later"));
@@ -340,16 +340,16 @@ void* CudaVmmSubAllocator::Alloc(size_t alignment, size_t num_bytes,
   if (!status_.ok() || num_bytes == 0) return nullptr;
   if (!IsPowerOfTwo(alignment)) {
     Log(LogSeverity::kError,
-        absl::StrFormat("%s: alignment %d for %d bytes is not a power of two",
-                        Who(), alignment, num_bytes));
+        internal::Format("%s: alignment %d for %d bytes is not a power of two",
+                         Who(), alignment, num_bytes));
     return nullptr;
   }
   const size_t n = num_bytes / page_bytes_ + (num_bytes % page_bytes_ != 0);
   if (n > num_pages_) {
     Log(LogSeverity::kError,
-        absl::StrFormat("%s: %d bytes is more than the reserved range (%d "
-                        "bytes)",
-                        Who(), num_bytes, num_pages_ * page_bytes_));
+        internal::Format("%s: %d bytes is more than the reserved range (%d "
+                         "bytes)",
+                         Who(), num_bytes, num_pages_ * page_bytes_));
     return nullptr;
   }
   MutexLock lock(&mu_);
@@ -369,10 +369,10 @@ void* CudaVmmSubAllocator::Alloc(size_t alignment, size_t num_bytes,
   }
   if (first == num_pages_) {
     Log(LogSeverity::kError,
-        absl::StrFormat("%s: no hole of %d pages (%d bytes, alignment %d) in "
-                        "the reserved range of %d bytes (%d bytes mapped)",
-                        Who(), n, n * page_bytes_, alignment,
-                        num_pages_ * page_bytes_, counters_.mapped_bytes));
+        internal::Format("%s: no hole of %d pages (%d bytes, alignment %d) in "
+                         "the reserved range of %d bytes (%d bytes mapped)",
+                         Who(), n, n * page_bytes_, alignment,
+                         num_pages_ * page_bytes_, counters_.mapped_bytes));
     ++counters_.failed_allocs;
     return nullptr;
   }
@@ -395,13 +395,13 @@ void* CudaVmmSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     CUresult r = d.MemCreate(&h, page_bytes_, &prop, 0);
     if (r != CUDA_SUCCESS) {
       failure = StatusText(d.CallError(
-          absl::StrFormat("cuMemCreate(%d bytes)", page_bytes_), r));
+          internal::Format("cuMemCreate(%d bytes)", page_bytes_), r));
       break;
     }
     r = d.MemMap(DevPtr(a), page_bytes_, 0, h, 0);
     if (r != CUDA_SUCCESS) {
       failure = StatusText(d.CallError(
-          absl::StrFormat("cuMemMap(%#x, %d bytes)", a, page_bytes_), r));
+          internal::Format("cuMemMap(%#x, %d bytes)", a, page_bytes_), r));
       if (d.MemRelease(h) != CUDA_SUCCESS) ++counters_.leaked_handles;
       break;
     }
@@ -421,8 +421,8 @@ void* CudaVmmSubAllocator::Alloc(size_t alignment, size_t num_bytes,
                                       access.data(), access.size());
     if (r != CUDA_SUCCESS) {
       failure = StatusText(
-          d.CallError(absl::StrFormat("cuMemSetAccess(%#x, %d bytes)", start,
-                                      n * page_bytes_),
+          d.CallError(internal::Format("cuMemSetAccess(%#x, %d bytes)", start,
+                                       n * page_bytes_),
                       r));
     }
   }
@@ -432,8 +432,8 @@ void* CudaVmmSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     (void)UnmapPagesLocked(first, mapped);
     ++counters_.failed_allocs;
     Log(LogSeverity::kError,
-        absl::StrFormat("%s: mapping %d bytes failed: %s; rolled back", Who(),
-                        n * page_bytes_, failure));
+        internal::Format("%s: mapping %d bytes failed: %s; rolled back", Who(),
+                         n * page_bytes_, failure));
     return nullptr;
   }
   counters_.maps += static_cast<int64_t>(n);
@@ -464,9 +464,9 @@ void CudaVmmSubAllocator::Free(void* ptr, size_t num_bytes) {
   }
   if (!mapped) {
     Log(LogSeverity::kError,
-        absl::StrFormat("%s: Free(%p, %d bytes) is not a range of whole pages "
-                        "handed out (pages of %d bytes from %#x); ignored",
-                        Who(), ptr, num_bytes, page_bytes_, base_));
+        internal::Format("%s: Free(%p, %d bytes) is not a range of whole pages "
+                         "handed out (pages of %d bytes from %#x); ignored",
+                         Who(), ptr, num_bytes, page_bytes_, base_));
     return;
   }
   VisitFree(ptr, device_ordinal_, num_bytes);

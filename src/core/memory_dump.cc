@@ -15,9 +15,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "bfc/internal/bin.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/units.h"
 
 namespace bfc {
@@ -44,11 +44,11 @@ std::string FormatOutstanding(const std::vector<OutstandingAllocation>& live,
                               size_t top_n, bool sites_recorded) {
   std::string out;
   const size_t n = std::min(top_n, live.size());
-  absl::StrAppendFormat(&out, "Largest live allocations (%d of %d):\n", n,
-                        live.size());
+  internal::AppendFormat(&out, "Largest live allocations (%d of %d):\n", n,
+                         live.size());
   for (size_t i = 0; i < n; ++i) {
     const OutstandingAllocation& a = live[i];
-    absl::StrAppendFormat(
+    internal::AppendFormat(
         &out, "  #%d at %#x: %s (requested %s)\n", a.allocation_id, a.address,
         HumanReadableBytes(a.size), HumanReadableBytes(a.requested_size));
     const size_t frames = std::min<size_t>(a.site.size(), 8);
@@ -76,7 +76,7 @@ std::vector<OutstandingAllocation> OutstandingFromDump(const MemoryDump& d) {
 }
 
 std::string Percent(double fraction) {
-  return absl::StrFormat("%.1f%%", 100.0 * fraction);
+  return internal::Format("%.1f%%", 100.0 * fraction);
 }
 
 }  // namespace
@@ -121,7 +121,7 @@ std::string FormatMemoryLog(const MemoryDump& d, size_t num_bytes,
   std::string out =
       absl::StrCat("BFCAllocator dump for ", d.allocator_name, "\n");
   for (const BinDump& b : d.bins) {
-    absl::StrAppendFormat(
+    internal::AppendFormat(
         &out,
         "Bin (%d): \tTotal Chunks: %d, Chunks in use: %d. %s allocated for "
         "chunks. %s in use in bin. %s client-requested in use in bin.\n",
@@ -132,12 +132,12 @@ std::string FormatMemoryLog(const MemoryDump& d, size_t num_bytes,
   if (num_bytes > 0) {
     const size_t rounded = internal::RoundedBytes(num_bytes);
     const internal::BinNum bin = internal::BinNumForSize(rounded);
-    absl::StrAppendFormat(&out, "Bin for %s was %s, Chunk State: \n",
-                          HumanReadableBytes(rounded),
-                          HumanReadableBytes(internal::BinNumToSize(bin)));
+    internal::AppendFormat(&out, "Bin for %s was %s, Chunk State: \n",
+                           HumanReadableBytes(rounded),
+                           HumanReadableBytes(internal::BinNumToSize(bin)));
     for (const ChunkDump& c : d.chunks) {
       if (!c.in_use && c.bin == bin) {
-        absl::StrAppendFormat(
+        internal::AppendFormat(
             &out, "  Size: %s | Requested Size: %s | in_use: 0 | bin_num: %d\n",
             HumanReadableBytes(c.size), HumanReadableBytes(c.requested_size),
             c.bin);
@@ -147,7 +147,7 @@ std::string FormatMemoryLog(const MemoryDump& d, size_t num_bytes,
   size_t lines = 0;
   size_t skipped = 0;
   for (size_t r = 0; r < d.regions.size(); ++r) {
-    absl::StrAppendFormat(&out, "Next region of size %d\n", d.regions[r].size);
+    internal::AppendFormat(&out, "Next region of size %d\n", d.regions[r].size);
     for (const ChunkDump& c : d.chunks) {
       if (c.region != static_cast<int>(r)) continue;
       if (lines >= max_chunk_lines) {
@@ -156,17 +156,17 @@ std::string FormatMemoryLog(const MemoryDump& d, size_t num_bytes,
       }
       ++lines;
       if (c.in_use) {
-        absl::StrAppendFormat(
+        internal::AppendFormat(
             &out, "InUse at %x of size %d requested %d id %d\n", c.address,
             c.size, c.requested_size, c.allocation_id);
       } else {
-        absl::StrAppendFormat(&out, "Free  at %x of size %d\n", c.address,
-                              c.size);
+        internal::AppendFormat(&out, "Free  at %x of size %d\n", c.address,
+                               c.size);
       }
     }
   }
   if (skipped > 0) {
-    absl::StrAppendFormat(&out, "... %d more chunks not listed\n", skipped);
+    internal::AppendFormat(&out, "... %d more chunks not listed\n", skipped);
   }
 
   std::map<uint64_t, int64_t> in_use_by_size;
@@ -180,24 +180,24 @@ std::string FormatMemoryLog(const MemoryDump& d, size_t num_bytes,
   }
   absl::StrAppend(&out, "     Summary of in-use Chunks by size: \n");
   for (const auto& [size, count] : in_use_by_size) {
-    absl::StrAppendFormat(&out, "%d Chunks of size %d totalling %s\n", count,
-                          size, HumanReadableBytes(size * count));
+    internal::AppendFormat(&out, "%d Chunks of size %d totalling %s\n", count,
+                           size, HumanReadableBytes(size * count));
   }
-  absl::StrAppendFormat(&out, "Sum Total of in-use chunks: %s\n",
-                        HumanReadableBytes(in_use_total));
-  absl::StrAppendFormat(
+  internal::AppendFormat(&out, "Sum Total of in-use chunks: %s\n",
+                         HumanReadableBytes(in_use_total));
+  internal::AppendFormat(
       &out,
       "Sum Total of client-requested bytes in use: %s (rounding and padding: "
       "%s)\n",
       HumanReadableBytes(requested_total),
       HumanReadableBytes(in_use_total - requested_total));
   const uint64_t pool = d.PoolBytes();
-  absl::StrAppendFormat(
+  internal::AppendFormat(
       &out,
       "total_region_allocated_bytes_: %d memory_limit_: %d available bytes: "
       "%d curr_region_allocation_bytes_ n/a\n",
       pool, d.limit, d.limit > pool ? d.limit - pool : 0);
-  absl::StrAppendFormat(
+  internal::AppendFormat(
       &out, "Free in pool: %s, largest free chunk: %s, fragmentation: %s\n",
       HumanReadableBytes(d.FreeBytes()),
       HumanReadableBytes(d.LargestFreeChunk()), Percent(d.stats.fragmentation));
@@ -216,12 +216,12 @@ std::string FormatMemorySummary(const MemoryDump& d) {
       absl::StrCat("bfc memory summary: allocator '", d.allocator_name, "'");
   const int pad =
       std::max(0, (kWidth - 2 - static_cast<int>(title.size())) / 2);
-  absl::StrAppendFormat(&out, "|%*s%-*s|\n", pad, "", kWidth - 2 - pad, title);
+  internal::AppendFormat(&out, "|%*s%-*s|\n", pad, "", kWidth - 2 - pad, title);
   out += rule;
   auto row = [&](const std::string& metric, const std::string& current,
                  const std::string& peak) {
-    absl::StrAppendFormat(&out, "| %-33s | %16s | %16s |\n", metric, current,
-                          peak);
+    internal::AppendFormat(&out, "| %-33s | %16s | %16s |\n", metric, current,
+                           peak);
   };
   row("Metric", "Current", "Peak");
   out += rule;

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "bfc/internal/check.h"
 #include "bfc/internal/constants.h"
+#include "bfc/internal/str_format.h"
 
 namespace bfc::internal {
 namespace {
@@ -126,8 +126,8 @@ namespace {
 
 // "region 1 [0x10000, 0x12000)"
 std::string DescribeRegion(size_t index, const AllocationRegion& r) {
-  return absl::StrFormat("region %d [0x%x, 0x%x)", index, r.addr(),
-                         r.end_addr());
+  return internal::Format("region %d [0x%x, 0x%x)", index, r.addr(),
+                          r.end_addr());
 }
 
 }  // namespace
@@ -140,11 +140,11 @@ absl::Status RegionManager::Validate() const {
   for (size_t i = 0; i < regions_.size(); ++i) {
     const AllocationRegion& r = regions_[i];
     if (r.memory_size() == 0) {
-      return fail("region ", i, " at ", absl::StrFormat("0x%x", r.addr()),
+      return fail("region ", i, " at ", internal::Format("0x%x", r.addr()),
                   " is empty");
     }
     if (r.end_addr() < r.addr()) {
-      return fail("region ", i, " at ", absl::StrFormat("0x%x", r.addr()),
+      return fail("region ", i, " at ", internal::Format("0x%x", r.addr()),
                   " of ", r.memory_size(),
                   " bytes wraps around the address "
                   "space");

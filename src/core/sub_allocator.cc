@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/log.h"
 
 namespace bfc {
@@ -63,9 +63,9 @@ void SubAllocator::Visit(const Visitor& v, const char* kind, void* ptr,
   }
   num_visitor_exceptions_.fetch_add(1, std::memory_order_relaxed);
   Log(LogSeverity::kError,
-      absl::StrFormat("SubAllocator: %s visitor threw on (%p, index %d, %d "
-                      "bytes): %s; ignored, the other visitors still run",
-                      kind, ptr, index, num_bytes, what));
+      internal::Format("SubAllocator: %s visitor threw on (%p, index %d, %d "
+                       "bytes): %s; ignored, the other visitors still run",
+                       kind, ptr, index, num_bytes, what));
 }
 
 void SubAllocator::VisitAlloc(void* ptr, int index, size_t num_bytes) {

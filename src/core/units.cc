@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "bfc/internal/str_format.h"
 
 namespace bfc {
 namespace {
@@ -39,7 +39,7 @@ constexpr Unit kUnits[] = {
 };
 
 absl::Status Bad(absl::string_view text, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrFormat(
+  return absl::InvalidArgumentError(internal::Format(
       "bad byte size \"%s\": %s (expected %s)", text, why, kByteSizeGrammar));
 }
 
@@ -144,7 +144,7 @@ std::string HumanReadableBytes(uint64_t bytes) {
     v /= 1024.0;
     ++unit;
   }
-  return absl::StrFormat("%.2f %s", v, kNames[unit]);
+  return internal::Format("%.2f %s", v, kNames[unit]);
 }
 
 std::string HumanReadableBytesExact(uint64_t bytes) {

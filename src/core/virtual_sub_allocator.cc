@@ -27,8 +27,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "bfc/internal/constants.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/log.h"
 #include "core/internal/bits.h"
 
@@ -73,7 +73,7 @@ VirtualSubAllocator::VirtualSubAllocator(size_t capacity_bytes,
     return;
   }
   if (!RoundUp(capacity_bytes, PageSize(), &capacity)) {
-    reservation_error_ = absl::StrFormat(
+    reservation_error_ = internal::Format(
         "a capacity of %d bytes overflows when rounded up to the page size",
         capacity_bytes);
     return;
@@ -81,16 +81,16 @@ VirtualSubAllocator::VirtualSubAllocator(size_t capacity_bytes,
   // PROT_NONE + MAP_NORESERVE: the kernel hands out address space only, with
   // no commit charge, so terabyte reservations succeed on small machines and
   // any accidental dereference faults instead of silently using memory.
-  reservation_error_ = absl::StrFormat(
+  reservation_error_ = internal::Format(
       "cannot reserve %d bytes of address space", capacity_bytes);
   void* base = mmap(nullptr, capacity, PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
     absl::StrAppend(&reservation_error_, " (mmap: ", std::strerror(errno), ")");
     Log(LogSeverity::kError,
-        absl::StrFormat("VirtualSubAllocator: cannot reserve %d bytes of "
-                        "address space; every Alloc will fail",
-                        capacity_bytes));
+        internal::Format("VirtualSubAllocator: cannot reserve %d bytes of "
+                         "address space; every Alloc will fail",
+                         capacity_bytes));
     return;
   }
   reservation_error_.clear();
@@ -200,9 +200,9 @@ void VirtualSubAllocator::Free(void* ptr, size_t num_bytes) {
   if (length > capacity_ - begin) {
     ++invalid_frees_;
     Log(LogSeverity::kError,
-        absl::StrFormat("VirtualSubAllocator: ignoring Free(%p, %d): the "
-                        "range runs past the end of the reservation",
-                        ptr, num_bytes));
+        internal::Format("VirtualSubAllocator: ignoring Free(%p, %d): the "
+                         "range runs past the end of the reservation",
+                         ptr, num_bytes));
     return;
   }
   const size_t end = begin + length;
@@ -219,9 +219,9 @@ void VirtualSubAllocator::Free(void* ptr, size_t num_bytes) {
     if (it == used_ranges_.end() || it->second > end - cur) {
       ++invalid_frees_;
       Log(LogSeverity::kError,
-          absl::StrFormat("VirtualSubAllocator: ignoring Free(%p, %d): not a "
-                          "contiguous run of blocks it handed out",
-                          ptr, num_bytes));
+          internal::Format("VirtualSubAllocator: ignoring Free(%p, %d): not a "
+                           "contiguous run of blocks it handed out",
+                           ptr, num_bytes));
       return;
     }
     // With gap_bytes a block's gap belongs to no block, so a run that spans
@@ -289,9 +289,9 @@ void VirtualSubAllocator::FreePages(void* ptr, size_t begin, size_t end) {
   if (!ok) {
     ++invalid_frees_;
     Log(LogSeverity::kError,
-        absl::StrFormat("VirtualSubAllocator: ignoring Free(%p, %d): not "
-                        "whole pages of %d bytes it handed out",
-                        ptr, end - begin, page_));
+        internal::Format("VirtualSubAllocator: ignoring Free(%p, %d): not "
+                         "whole pages of %d bytes it handed out",
+                         ptr, end - begin, page_));
     return;
   }
   VisitFree(ptr, 0, end - begin);

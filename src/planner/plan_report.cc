@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/planner/trace_records.h"
 #include "bfc/units.h"
 #include "planner/internal.h"
@@ -17,7 +17,8 @@ namespace {
 
 std::string Ratio(size_t bytes, size_t lower_bound) {
   if (lower_bound == 0) return "-";
-  return absl::StrFormat("%.3f", static_cast<double>(bytes) / lower_bound);
+  return bfc::internal::Format("%.3f",
+                               static_cast<double>(bytes) / lower_bound);
 }
 
 PlanResult RunOne(const std::vector<TensorUsageRecord<size_t>>& records,
@@ -176,31 +177,31 @@ absl::StatusOr<PlanReport> PlanTrace(const CompiledTrace& trace,
 std::string FormatPlanReport(const PlanReport& report,
                              std::optional<size_t> online_peak_pool_bytes) {
   const size_t lb = report.lower_bound_bytes;
-  std::string out = absl::StrFormat(
+  std::string out = bfc::internal::Format(
       "Offline plan for %s: %d tensors over %d tasks (%d never freed); sizes "
       "rounded to %d, offsets aligned to %d\n",
       report.trace_name.empty() ? "(records)" : report.trace_name,
       report.num_tensors, report.num_tasks, report.num_never_freed,
       report.options.round_sizes_to, report.options.base_addr_align_bytes);
-  absl::StrAppendFormat(&out, "lower bound (peak live bytes): %s\n\n",
-                        HumanReadableBytesExact(lb));
-  absl::StrAppendFormat(&out, "%-18s | %14s %10s %7s %9s | %14s %10s %7s %9s\n",
-                        "strategy", "objects bytes", "", "x LB", "ms",
-                        "offsets bytes", "", "x LB", "ms");
+  bfc::internal::AppendFormat(&out, "lower bound (peak live bytes): %s\n\n",
+                              HumanReadableBytesExact(lb));
+  bfc::internal::AppendFormat(
+      &out, "%-18s | %14s %10s %7s %9s | %14s %10s %7s %9s\n", "strategy",
+      "objects bytes", "", "x LB", "ms", "offsets bytes", "", "x LB", "ms");
   std::vector<std::string> notes;
   auto cell = [&](const PlanResult* r) -> std::string {
     if (r == nullptr)
-      return absl::StrFormat("%14s %10s %7s %9s", "-", "", "", "");
+      return bfc::internal::Format("%14s %10s %7s %9s", "-", "", "", "");
     if (!r->status.ok()) {
       notes.push_back(absl::StrCat(MemoryStrategyName(r->strategy),
                                    r->offsets ? " offsets" : " objects", ": ",
                                    r->status.ToString()));
-      return absl::StrFormat("%14s %10s %7s %9.1f", "skipped", "", "",
-                             r->runtime_ms);
+      return bfc::internal::Format("%14s %10s %7s %9.1f", "skipped", "", "",
+                                   r->runtime_ms);
     }
-    return absl::StrFormat("%14d %10s %7s %9.1f", r->total_bytes,
-                           HumanReadableBytes(r->total_bytes),
-                           Ratio(r->total_bytes, lb), r->runtime_ms);
+    return bfc::internal::Format("%14d %10s %7s %9.1f", r->total_bytes,
+                                 HumanReadableBytes(r->total_bytes),
+                                 Ratio(r->total_bytes, lb), r->runtime_ms);
   };
   for (MemoryStrategy strategy : report.options.strategies) {
     const PlanResult* objects = nullptr;
@@ -209,24 +210,25 @@ std::string FormatPlanReport(const PlanReport& report,
       if (r.strategy != strategy) continue;
       (r.offsets ? offsets : objects) = &r;
     }
-    absl::StrAppendFormat(&out, "%-18s | %s | %s\n",
-                          MemoryStrategyName(strategy), cell(objects),
-                          cell(offsets));
+    bfc::internal::AppendFormat(&out, "%-18s | %s | %s\n",
+                                MemoryStrategyName(strategy), cell(objects),
+                                cell(offsets));
   }
   out += "\n";
-  absl::StrAppendFormat(&out, "%-26s %14d %10s  x LB %s\n", "lower bound", lb,
-                        HumanReadableBytes(lb), Ratio(lb, lb));
+  bfc::internal::AppendFormat(&out, "%-26s %14d %10s  x LB %s\n", "lower bound",
+                              lb, HumanReadableBytes(lb), Ratio(lb, lb));
   const size_t best = report.BestTotalBytes();
-  absl::StrAppendFormat(&out, "%-26s %14d %10s  x LB %s\n", "best offline plan",
-                        best, HumanReadableBytes(best), Ratio(best, lb));
+  bfc::internal::AppendFormat(&out, "%-26s %14d %10s  x LB %s\n",
+                              "best offline plan", best,
+                              HumanReadableBytes(best), Ratio(best, lb));
   if (online_peak_pool_bytes.has_value()) {
     const size_t online = *online_peak_pool_bytes;
-    absl::StrAppendFormat(&out, "%-26s %14d %10s  x LB %s", "online peak pool",
-                          online, HumanReadableBytes(online),
-                          Ratio(online, lb));
+    bfc::internal::AppendFormat(&out, "%-26s %14d %10s  x LB %s",
+                                "online peak pool", online,
+                                HumanReadableBytes(online), Ratio(online, lb));
     if (best > 0) {
-      absl::StrAppendFormat(&out, "  (x best plan %.3f)",
-                            static_cast<double>(online) / best);
+      bfc::internal::AppendFormat(&out, "  (x best plan %.3f)",
+                                  static_cast<double>(online) / best);
     }
     out += "\n";
   }

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_format.h"
 #include "bfc/account.h"
+#include "bfc/internal/str_format.h"
 
 namespace bfc {
 
@@ -37,7 +37,7 @@ size_t Replayer::ReleaseLive() {
 // its live bytes more than it added (a free's size must be its allocation's).
 absl::Status Replayer::CheckTrace() const {
   if (trace_.num_slots > size_t{UINT32_MAX} + 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::InvalidArgumentError(bfc::internal::Format(
         "%s: the trace declares %d slots, but slot indices are 32-bit",
         trace_.name, trace_.num_slots));
   }
@@ -50,31 +50,31 @@ absl::Status Replayer::CheckTrace() const {
   for (size_t i = 0; i < trace_.ops.size(); ++i) {
     const ReplayOp& op = trace_.ops[i];
     if (op.slot >= trace_.num_slots) {
-      return absl::InvalidArgumentError(absl::StrFormat(
+      return absl::InvalidArgumentError(bfc::internal::Format(
           "%s: op %d (event %d) uses slot %d, but the trace has %d slots",
           trace_.name, i, op.event_index, op.slot, trace_.num_slots));
     }
     if (op.stream >= trace_.streams.size()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
+      return absl::InvalidArgumentError(bfc::internal::Format(
           "%s: op %d (event %d) names stream %d, but the trace has %d",
           trace_.name, i, op.event_index, op.stream, trace_.streams.size()));
     }
     Slot& slot = slots[op.slot];
     if (op.kind == ReplayOp::Kind::kAllocate) {
       if (slot.live) {
-        return absl::InvalidArgumentError(absl::StrFormat(
+        return absl::InvalidArgumentError(bfc::internal::Format(
             "%s: op %d (event %d) allocates into slot %d, which is still live",
             trace_.name, i, op.event_index, op.slot));
       }
       slot = Slot{true, op.size, i};
     } else {
       if (!slot.live) {
-        return absl::InvalidArgumentError(absl::StrFormat(
+        return absl::InvalidArgumentError(bfc::internal::Format(
             "%s: op %d (event %d) frees slot %d, which is not live",
             trace_.name, i, op.event_index, op.slot));
       }
       if (op.size != slot.size) {
-        return absl::InvalidArgumentError(absl::StrFormat(
+        return absl::InvalidArgumentError(bfc::internal::Format(
             "%s: op %d (event %d) frees slot %d as %d bytes, but op %d "
             "allocated it with %d bytes",
             trace_.name, i, op.event_index, op.slot, op.size, slot.op,
@@ -158,12 +158,12 @@ absl::StatusOr<ReplaySummary> Replayer::Run() {
     slots_.assign(trace_.num_slots, nullptr);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
-        absl::StrFormat("%s: no memory for the replay's %d slots", trace_.name,
-                        trace_.num_slots));
+        bfc::internal::Format("%s: no memory for the replay's %d slots",
+                              trace_.name, trace_.num_slots));
   } catch (const std::length_error&) {
     return absl::ResourceExhaustedError(
-        absl::StrFormat("%s: no memory for the replay's %d slots", trace_.name,
-                        trace_.num_slots));
+        bfc::internal::Format("%s: no memory for the replay's %d slots",
+                              trace_.name, trace_.num_slots));
   }
 
   ReplaySummary s;
@@ -261,8 +261,8 @@ absl::Status ReplayAccounts::Open(
     child.name = name;
     absl::StatusOr<std::shared_ptr<Account>> c = root_->CreateChild(child);
     if (!c.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("account '%s': %s", name, c.status().message()));
+      return absl::InvalidArgumentError(bfc::internal::Format(
+          "account '%s': %s", name, c.status().message()));
     }
     children_.push_back(*std::move(c));
   }

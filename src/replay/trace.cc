@@ -26,8 +26,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "bfc/internal/constants.h"
+#include "bfc/internal/str_format.h"
 #include "core/internal/bits.h"
 
 #if defined(BFC_HAVE_ZLIB)
@@ -240,12 +240,12 @@ absl::StatusOr<Trace> ParseTraceImpl(std::string_view csv, std::string name,
     if (columns > 0 ? n != columns : n < kNumColumns) {
       return LineError(
           label, line_no,
-          columns > 0
-              ? absl::StrFormat(
-                    "expected %d columns (as the header has), got %d", columns,
-                    n)
-              : absl::StrFormat("expected at least %d columns (%s), got %d",
-                                kNumColumns, Av(kHeader), n));
+          columns > 0 ? bfc::internal::Format(
+                            "expected %d columns (as the header has), got %d",
+                            columns, n)
+                      : bfc::internal::Format(
+                            "expected at least %d columns (%s), got %d",
+                            kNumColumns, Av(kHeader), n));
     }
     TraceEvent e;
     e.line = line_no;
@@ -643,21 +643,21 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
         if (!inserted) {
           // A second allocate of a live address means the trace lost a free;
           // replaying it would silently leak, so say where both came from.
-          return absl::InvalidArgumentError(
-              absl::StrFormat("%s:%d: allocate of 0x%x, which is still live "
-                              "(allocated at line %d and "
-                              "never freed)",
-                              trace.name, e.line, e.pointer, it->second.line));
+          return absl::InvalidArgumentError(bfc::internal::Format(
+              "%s:%d: allocate of 0x%x, which is still live "
+              "(allocated at line %d and "
+              "never freed)",
+              trace.name, e.line, e.pointer, it->second.line));
         }
         size_t rounded;
         if (!internal::RoundUp(e.size, kMinAllocationSize, &rounded)) {
-          return absl::InvalidArgumentError(absl::StrFormat(
+          return absl::InvalidArgumentError(bfc::internal::Format(
               "%s:%d: allocate of %d bytes: the Size overflows when rounded "
               "up to %d bytes; no allocator can serve it",
               trace.name, e.line, e.size, kMinAllocationSize));
         }
         if (live_rounded > SIZE_MAX - rounded) {
-          return absl::InvalidArgumentError(absl::StrFormat(
+          return absl::InvalidArgumentError(bfc::internal::Format(
               "%s:%d: allocate of %d bytes: the live allocations would "
               "exceed 2^64-1 bytes (the address space)",
               trace.name, e.line, e.size));
@@ -679,11 +679,11 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
             ++out.num_unknown_frees;
             break;
           }
-          return absl::InvalidArgumentError(
-              absl::StrFormat("%s:%d: free of 0x%x, which is not live (never "
-                              "allocated or already freed); "
-                              "use skip_unknown_frees to ignore such frees",
-                              trace.name, e.line, e.pointer));
+          return absl::InvalidArgumentError(bfc::internal::Format(
+              "%s:%d: free of 0x%x, which is not live (never "
+              "allocated or already freed); "
+              "use skip_unknown_frees to ignore such frees",
+              trace.name, e.line, e.pointer));
         }
         uint32_t slot = it->second.slot;
         live.erase(it);

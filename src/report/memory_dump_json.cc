@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "bfc/allocator_options.h"
 #include "bfc/internal/constants.h"
+#include "bfc/internal/str_format.h"
 #include "bfc/memory_dump.h"
 #include "bfc/units.h"
 #include "nlohmann/json.hpp"
@@ -129,7 +129,7 @@ AllocatorOptions OptionsFromJsonValue(const json& j, const std::string& path) {
                                absl::StrCat("is out of range [0, 1e12] (got ",
                                             value.dump(), ")"));
         }
-        text = absl::StrFormat("%.9fs", seconds);
+        text = bfc::internal::Format("%.9fs", seconds);
         break;
       }
       case OptionKind::kBytes:
@@ -331,10 +331,11 @@ MemoryDump MemoryDumpFromJsonValue(const json& j, const std::string& path) {
     if (!d.regions.empty()) {
       const RegionDump& prev = d.regions.back();
       if (r.base < prev.base + prev.size) {
-        FieldError(absl::StrCat(where, ".base"),
-                   absl::StrFormat("%#x is before the end of region %d (%#x): "
-                                   "regions must be in address order, apart",
-                                   r.base, i - 1, prev.base + prev.size));
+        FieldError(
+            absl::StrCat(where, ".base"),
+            bfc::internal::Format("%#x is before the end of region %d (%#x): "
+                                  "regions must be in address order, apart",
+                                  r.base, i - 1, prev.base + prev.size));
       }
     }
     d.regions.push_back(r);
@@ -358,10 +359,11 @@ MemoryDump MemoryDumpFromJsonValue(const json& j, const std::string& path) {
     cd.size = CheckedGetInRange<uint64_t>(c, where, "size", 1,
                                           r.base + r.size - cd.address);
     if (cd.address < previous_end) {
-      FieldError(absl::StrCat(where, ".address"),
-                 absl::StrFormat("%#x overlaps the previous chunk (which ends "
-                                 "at %#x): chunks must be in address order",
-                                 cd.address, previous_end));
+      FieldError(
+          absl::StrCat(where, ".address"),
+          bfc::internal::Format("%#x overlaps the previous chunk (which ends "
+                                "at %#x): chunks must be in address order",
+                                cd.address, previous_end));
     }
     previous_end = cd.address + cd.size;
     cd.requested_size =

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 #include "report/text_escape.h"
 
 namespace bfc {
@@ -27,15 +27,15 @@ constexpr int kRegionBlock = 74;  // label + bar + address line + gap
 // Text in the SVG (names, frames): well-formed UTF-8 XML whatever the bytes.
 std::string Escape(std::string_view s) { return internal::EscapeXml(s); }
 
-std::string Hex(uint64_t a) { return absl::StrFormat("%#x", a); }
+std::string Hex(uint64_t a) { return bfc::internal::Format("%#x", a); }
 
 void Rect(std::string* out, double x, double y, double w, double h,
           const char* fill) {
   if (w <= 0 || h <= 0) return;
-  absl::StrAppendFormat(out,
-                        "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
-                        "height=\"%.2f\" fill=\"%s\"/>",
-                        x, y, w, h, fill);
+  bfc::internal::AppendFormat(out,
+                              "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+                              "height=\"%.2f\" fill=\"%s\"/>",
+                              x, y, w, h, fill);
 }
 
 // Consecutive narrow chunks, drawn as one column.
@@ -56,7 +56,7 @@ void DrawPool(std::string* out, const Pool& p, double y) {
   const double total = static_cast<double>(p.requested + p.padding + p.free);
   if (total <= 0) return;
   const double w = std::max(p.x1 - p.x0, 0.5);
-  absl::StrAppendFormat(
+  bfc::internal::AppendFormat(
       out,
       "<g class=\"pool\"><title>%d small chunks, %s to %s: %d in use "
       "(requested %s, padding %s), %d free (%s)</title>",
@@ -77,7 +77,7 @@ void DrawChunk(std::string* out, const ChunkDump& c, double x0, double x1,
                double y) {
   const double w = x1 - x0;
   if (c.in_use) {
-    absl::StrAppendFormat(
+    bfc::internal::AppendFormat(
         out,
         "<g class=\"chunk in-use\"><title>in use, allocation #%d: %s at %s, "
         "requested %s (%d bytes of %d)",
@@ -91,21 +91,21 @@ void DrawChunk(std::string* out, const ChunkDump& c, double x0, double x1,
     Rect(out, x0, y, wr, kBarHeight, kRequestedColor);
     Rect(out, x0 + wr, y, w - wr, kBarHeight, kPaddingColor);
   } else {
-    absl::StrAppendFormat(out,
-                          "<g class=\"chunk free\"><title>free (bin %d): %s "
-                          "at %s (%d bytes)</title>",
-                          c.bin, HumanReadableBytes(c.size), Hex(c.address),
-                          c.size);
+    bfc::internal::AppendFormat(
+        out,
+        "<g class=\"chunk free\"><title>free (bin %d): %s "
+        "at %s (%d bytes)</title>",
+        c.bin, HumanReadableBytes(c.size), Hex(c.address), c.size);
     Rect(out, x0, y, w, kBarHeight, kFreeColor);
   }
   // A hairline between chunks keeps neighbours apart.
-  absl::StrAppendFormat(out,
-                        "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
-                        "height=\"%d\" fill=\"none\" stroke=\"#fff\" "
-                        "stroke-width=\"0.6\"/>",
-                        x0, y, w, kBarHeight);
+  bfc::internal::AppendFormat(out,
+                              "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+                              "height=\"%d\" fill=\"none\" stroke=\"#fff\" "
+                              "stroke-width=\"0.6\"/>",
+                              x0, y, w, kBarHeight);
   if (w >= kLabelPx) {
-    absl::StrAppendFormat(
+    bfc::internal::AppendFormat(
         out,
         "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"11\" "
         "fill=\"%s\">%s</text>",
@@ -129,7 +129,7 @@ std::string RenderMemoryMapSvg(const MemoryDump& d,
                      (drawn < d.regions.size() ? 24 : 0) + 8;
 
   std::string out;
-  absl::StrAppendFormat(
+  bfc::internal::AppendFormat(
       &out,
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -140,13 +140,13 @@ std::string RenderMemoryMapSvg(const MemoryDump& d,
       options.title.empty()
           ? absl::StrCat("Memory map of allocator '", d.allocator_name, "'")
           : options.title;
-  absl::StrAppendFormat(&out,
-                        "<text x=\"%d\" y=\"24\" font-size=\"17\" "
-                        "font-weight=\"bold\" fill=\"%s\">%s</text>\n",
-                        kMargin, kTextColor, Escape(title));
+  bfc::internal::AppendFormat(&out,
+                              "<text x=\"%d\" y=\"24\" font-size=\"17\" "
+                              "font-weight=\"bold\" fill=\"%s\">%s</text>\n",
+                              kMargin, kTextColor, Escape(title));
   const uint64_t pool = d.PoolBytes();
   const uint64_t in_use = static_cast<uint64_t>(d.stats.bytes_in_use);
-  absl::StrAppendFormat(
+  bfc::internal::AppendFormat(
       &out,
       "<text x=\"%d\" y=\"46\" font-size=\"12\" fill=\"%s\">pool %s in %d "
       "region(s), limit %s · in use %s in %d chunk(s), requested %s · free "
@@ -169,7 +169,7 @@ std::string RenderMemoryMapSvg(const MemoryDump& d,
   };
   double lx = kMargin;
   for (const Key& k : keys) {
-    absl::StrAppendFormat(
+    bfc::internal::AppendFormat(
         &out,
         "<rect x=\"%.1f\" y=\"58\" width=\"14\" height=\"14\" "
         "fill=\"%s\" stroke=\"#999\" stroke-width=\"0.5\"/>"
@@ -178,11 +178,12 @@ std::string RenderMemoryMapSvg(const MemoryDump& d,
         lx, k.color, lx + 19, kTextColor, k.text);
     lx += 30 + 6.6 * std::string_view(k.text).size();
   }
-  absl::StrAppendFormat(&out,
-                        "<text x=\"%.1f\" y=\"70\" font-size=\"12\" "
-                        "fill=\"#666\">columns: chunks under %.0f px pooled, "
-                        "heights show the mix</text>\n",
-                        lx, kMinChunkPx);
+  bfc::internal::AppendFormat(
+      &out,
+      "<text x=\"%.1f\" y=\"70\" font-size=\"12\" "
+      "fill=\"#666\">columns: chunks under %.0f px pooled, "
+      "heights show the mix</text>\n",
+      lx, kMinChunkPx);
 
   size_t next_chunk = 0;
   for (size_t r = 0; r < drawn; ++r) {
@@ -203,7 +204,7 @@ std::string RenderMemoryMapSvg(const MemoryDump& d,
       ++region_chunks;
       if (d.chunks[i].in_use) region_in_use += d.chunks[i].size;
     }
-    absl::StrAppendFormat(
+    bfc::internal::AppendFormat(
         &out,
         "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" fill=\"%s\"><tspan "
         "font-weight=\"bold\">region %d</tspan>  %s · %d chunk(s) · %s in "
@@ -213,7 +214,8 @@ std::string RenderMemoryMapSvg(const MemoryDump& d,
         region.size > 0 ? 100.0 * static_cast<double>(region_in_use) /
                               static_cast<double>(region.size)
                         : 0.0);
-    absl::StrAppendFormat(&out, "<g class=\"region\" data-region=\"%d\">\n", r);
+    bfc::internal::AppendFormat(&out,
+                                "<g class=\"region\" data-region=\"%d\">\n", r);
     Rect(&out, kMargin, y_bar, bar_width, kBarHeight, kFreeColor);
     const double scale =
         region.size > 0 ? bar_width / static_cast<double>(region.size) : 0;
@@ -251,12 +253,13 @@ std::string RenderMemoryMapSvg(const MemoryDump& d,
       }
     }
     if (!pool_col.empty()) DrawPool(&out, pool_col, y_bar);
-    absl::StrAppendFormat(&out,
-                          "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" "
-                          "height=\"%d\" fill=\"none\" stroke=\"#555\"/>\n",
-                          kMargin, y_bar, bar_width, kBarHeight);
+    bfc::internal::AppendFormat(
+        &out,
+        "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" "
+        "height=\"%d\" fill=\"none\" stroke=\"#555\"/>\n",
+        kMargin, y_bar, bar_width, kBarHeight);
     absl::StrAppend(&out, "</g>\n");
-    absl::StrAppendFormat(
+    bfc::internal::AppendFormat(
         &out,
         "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">%s</text>"
         "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\" "
@@ -267,12 +270,13 @@ std::string RenderMemoryMapSvg(const MemoryDump& d,
   if (drawn < d.regions.size()) {
     uint64_t rest = 0;
     for (size_t r = drawn; r < d.regions.size(); ++r) rest += d.regions[r].size;
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%d\" y=\"%d\" font-size=\"12\" "
-                          "fill=\"%s\">... %d more region(s), %s, not "
-                          "drawn</text>\n",
-                          kMargin, height - 14, kTextColor,
-                          d.regions.size() - drawn, HumanReadableBytes(rest));
+    bfc::internal::AppendFormat(&out,
+                                "<text x=\"%d\" y=\"%d\" font-size=\"12\" "
+                                "fill=\"%s\">... %d more region(s), %s, not "
+                                "drawn</text>\n",
+                                kMargin, height - 14, kTextColor,
+                                d.regions.size() - drawn,
+                                HumanReadableBytes(rest));
   }
   absl::StrAppend(&out, "</svg>\n");
   return out;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "bfc/internal/str_format.h"
 #include "report/text_escape.h"
 
 namespace bfc {
@@ -56,7 +56,8 @@ constexpr char kPoolColor[] = "#1f77b4";
 constexpr char kLiveColor[] = "#ff7f0e";
 
 std::string MiB(int64_t bytes) {
-  return absl::StrFormat("%.0f MiB", static_cast<double>(bytes) / (1 << 20));
+  return bfc::internal::Format("%.0f MiB",
+                               static_cast<double>(bytes) / (1 << 20));
 }
 
 std::string Polyline(const std::vector<int64_t>& v, double x0, double y0,
@@ -67,10 +68,10 @@ std::string Polyline(const std::vector<int64_t>& v, double x0, double y0,
   for (size_t i = 0; i < v.size(); ++i) {
     const double y =
         y0 + h - h * static_cast<double>(v[i]) / static_cast<double>(y_max);
-    absl::StrAppendFormat(&points, "%s%.1f,%.1f", i == 0 ? "" : " ",
-                          x0 + dx * static_cast<double>(i), y);
+    bfc::internal::AppendFormat(&points, "%s%.1f,%.1f", i == 0 ? "" : " ",
+                                x0 + dx * static_cast<double>(i), y);
   }
-  return absl::StrFormat(
+  return bfc::internal::Format(
       "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" "
       "points=\"%s\"/>\n",
       color, points);
@@ -82,7 +83,7 @@ std::string RenderPolicyPanelsSvg(const std::vector<PolicyPanelGroup>& groups) {
   std::string body;
   int y = 40;  // below the legend
   for (const PolicyPanelGroup& g : groups) {
-    absl::StrAppendFormat(
+    bfc::internal::AppendFormat(
         &body,
         "<text x=\"8\" y=\"%d\" font-size=\"15\" font-weight=\"bold\">%s "
         "(%d events)</text>\n",
@@ -100,11 +101,12 @@ std::string RenderPolicyPanelsSvg(const std::vector<PolicyPanelGroup>& groups) {
       const double x0 = px + kPlotLeft, y0 = py + kPlotTop;
       const double w = kPanelWidth - kPlotLeft - kPlotRight;
       const double h = kPanelHeight - kPlotTop - kPlotBottom;
-      std::string title = absl::StrFormat("footprint %.3f", p.footprint);
+      std::string title = bfc::internal::Format("footprint %.3f", p.footprint);
       if (p.failures > 0) {
-        absl::StrAppendFormat(&title, ", %d failed allocations", p.failures);
+        bfc::internal::AppendFormat(&title, ", %d failed allocations",
+                                    p.failures);
       }
-      absl::StrAppendFormat(
+      bfc::internal::AppendFormat(
           &body,
           "<g>\n<text x=\"%d\" y=\"%d\" font-size=\"12\" "
           "font-weight=\"bold\">%s</text>\n"
@@ -129,7 +131,7 @@ std::string RenderPolicyPanelsSvg(const std::vector<PolicyPanelGroup>& groups) {
     y += rows * kPanelHeight + 10;
   }
   const int width = 16 + kColumns * kPanelWidth;
-  const std::string legend = absl::StrFormat(
+  const std::string legend = bfc::internal::Format(
       "<text x=\"8\" y=\"16\" font-size=\"14\" font-weight=\"bold\">Pool "
       "bytes and live bytes per policy</text>\n"
       "<line x1=\"8\" y1=\"30\" x2=\"28\" y2=\"30\" stroke=\"%s\" "
@@ -140,7 +142,7 @@ std::string RenderPolicyPanelsSvg(const std::vector<PolicyPanelGroup>& groups) {
       "bytes (asked for, not yet freed); x: event index, each point the "
       "maximum of its bucket</text>\n",
       kPoolColor, kLiveColor);
-  return absl::StrFormat(
+  return bfc::internal::Format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "
       "xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
       "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n<rect "

@@ -41,8 +41,8 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "bfc/internal/str_format.h"
 
 #ifndef BFC_CHECK_LEVEL
 #define BFC_CHECK_LEVEL 0
@@ -67,7 +67,7 @@ std::string Value(const T& v) {
   if constexpr (std::is_same_v<T, bool>) {
     return v ? "true" : "false";
   } else if constexpr (std::is_pointer_v<T>) {
-    return absl::StrFormat("%p", static_cast<const volatile void*>(v));
+    return bfc::internal::Format("%p", static_cast<const volatile void*>(v));
   } else if constexpr (std::is_enum_v<T>) {
     return absl::StrCat(+static_cast<std::underlying_type_t<T>>(v));
   } else if constexpr (std::is_arithmetic_v<T>) {

@@ -42,10 +42,6 @@ bool CallUserCode(F&& f, std::string* what) {
   return false;
 }
 
-// Whether the host can give `bytes` now. Messages about a failure are built
-// only then: with Debian's Abseil, a std::bad_alloc inside absl::StrFormat
-// ends the process (std::terminate) instead of reaching a catch, so a report
-// built while the host is out of memory would kill the caller.
 // CallUserCode for a call made under an allocator's lock: what the user code
 // logs through bfc::Log is appended to `queue`, the allocator's own, and sent
 // with its messages once the lock is released (so the sink runs unlocked).
@@ -55,6 +51,12 @@ bool CallUserCodeDeferringLogs(LogQueue* queue, F&& f, std::string* what) {
   return CallUserCode(std::forward<F>(f), what);
 }
 
+// Whether the host can give `bytes` now. Reports about a failure are built
+// only then: a report started without memory fails half-built and is lost
+// anyway, so the out-of-memory path skips it and stays short. (A report that
+// runs out of memory regardless, because another thread took the memory,
+// fails cleanly: the library formats with internal::Format, which throws
+// std::bad_alloc, never absl::StrFormat, which ends the process then.)
 inline bool HostHasRoomFor(size_t bytes) {
   void* p = ::operator new(bytes, std::nothrow);
   if (p == nullptr) return false;
