@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "bfc/allocator.h"
+#include "bfc/allocator_options.h"
 #include "bfc/memory_dump.h"
 #include "bfc/units.h"
+#include "bfc/virtual_sub_allocator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/fake_stream_ops.h"
 #include "testing/fake_sub_allocator.h"
+#include "testing/quiet_log.h"
 
 namespace bfc {
 namespace {
@@ -498,8 +502,8 @@ TEST(AllocatorGrowthTest, ExtendByMissingTailAsksOnlyForWhatIsMissing) {
   EXPECT_TRUE(s.alloc->Validate().ok());
 }
 
-// When the sub-allocator puts the tail's memory elsewhere (a gap), the
-// request is asked for in full next: it is served, the extra region stays.
+// When the sub-allocator puts the tail's memory elsewhere (a gap), that
+// memory goes back and the request is asked for in full next.
 TEST(AllocatorGrowthTest, ExtendByMissingTailFallsBackToTheWholeRequest) {
   Allocator::Options o;
   o.growth_policy = GrowthPolicy::kSameAsRequested;
@@ -515,9 +519,206 @@ TEST(AllocatorGrowthTest, ExtendByMissingTailFallsBackToTheWholeRequest) {
   ASSERT_NE(c, nullptr);
   EXPECT_THAT(s.journal->alloc_requests,
               ElementsAre(1 * kMiB, 3 * kMiB, 2 * kMiB, 5 * kMiB));
+  ASSERT_EQ(s.journal->frees.size(), 1u);
+  EXPECT_EQ(s.journal->frees[0].second, 2 * kMiB);
+  EXPECT_EQ(s.alloc->GetStats()->pool_bytes.value(),
+            static_cast<int64_t>(9 * kMiB));
   EXPECT_TRUE(s.alloc->Validate().ok());
   s.alloc->DeallocateRaw(a);
   s.alloc->DeallocateRaw(c);
+}
+
+// From a review: the tail's memory landed in a hole below the last region
+// and, kept, took the limit's room that the full request needed: a request
+// that fits failed (it is served without the option), and the failed one
+// grew the pool. A sub-allocator of 64 KiB pages, first fit.
+struct HoleBelowTheTail {
+  bool served = false;
+  int64_t pool_before = 0;
+  int64_t pool_after = 0;
+};
+
+HoleBelowTheTail RequestWithAHoleBelowTheTail(bool missing_tail) {
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.extend_by_missing_tail = missing_tail;
+  o.allow_retry_on_failure = false;
+  VirtualSubAllocator::Options vo;
+  vo.partial_free_bytes = 64 * kKiB;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30, vo),
+              2 * kMiB, "hole", o);
+  void* x = a.AllocateRaw(256, kMiB);        // [0, 1M)
+  void* y = a.AllocateRaw(256, 256 * kKiB);  // [1M, 1.25M)
+  void* z = a.AllocateRaw(256, 768 * kKiB);  // [1.25M, 2M)
+  EXPECT_TRUE(x != nullptr && y != nullptr && z != nullptr);
+  a.DeallocateRaw(x);
+  EXPECT_EQ(a.ReleaseFreeMemory(kMiB), kMiB);  // a hole at [0, 1M)
+  a.DeallocateRaw(z);                          // a free tail of 768 KiB
+  HoleBelowTheTail r;
+  r.pool_before = *a.GetStats()->pool_bytes;  // 1 MiB of the 2 MiB limit
+  void* w = a.AllocateRaw(256, kMiB);
+  r.served = w != nullptr;
+  if (w != nullptr) a.DeallocateRaw(w);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  a.DeallocateRaw(y);
+  (void)a.ReleaseFreeMemory(size_t{1} << 30);
+  r.pool_after = *a.GetStats()->pool_bytes;
+  EXPECT_EQ(r.pool_after, 0);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  return r;
+}
+
+TEST(AllocatorGrowthTest, ExtendByMissingTailGivesBackMemoryPutElsewhere) {
+  const HoleBelowTheTail without = RequestWithAHoleBelowTheTail(false);
+  EXPECT_TRUE(without.served);
+  const HoleBelowTheTail with = RequestWithAHoleBelowTheTail(true);
+  EXPECT_TRUE(with.served);
+  EXPECT_EQ(with.pool_before, static_cast<int64_t>(kMiB));
+}
+
+// The same with garbage collection, where the memory put elsewhere fills
+// the hole and joins the region above it, so no region is fully free for
+// the last-resort release: it kept failing.
+TEST(AllocatorGrowthTest, ExtendByMissingTailWithGarbageCollection) {
+  for (bool missing_tail : {false, true}) {
+    SCOPED_TRACE(missing_tail);
+    testing::QuietLog quiet;
+    Allocator::Options o;
+    o.growth_policy = GrowthPolicy::kSameAsRequested;
+    o.extend_by_missing_tail = missing_tail;
+    o.garbage_collection = true;
+    o.allow_retry_on_failure = false;
+    VirtualSubAllocator::Options vo;
+    vo.partial_free_bytes = 64 * kKiB;
+    Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30, vo),
+                2 * kMiB + 768 * kKiB, "hole-gc", o);
+    void* x = a.AllocateRaw(256, kMiB);
+    void* y = a.AllocateRaw(256, 256 * kKiB);
+    void* z = a.AllocateRaw(256, 768 * kKiB);
+    ASSERT_TRUE(x != nullptr && y != nullptr && z != nullptr);
+    a.DeallocateRaw(x);
+    EXPECT_EQ(a.ReleaseFreeMemory(kMiB), kMiB);
+    a.DeallocateRaw(z);
+    // 1.75 MiB: the limit has 1.75 MiB left.
+    void* w = a.AllocateRaw(256, kMiB + 768 * kKiB);
+    EXPECT_NE(w, nullptr);
+    EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+    if (w != nullptr) a.DeallocateRaw(w);
+    a.DeallocateRaw(y);
+    EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  }
+}
+
+// From a review: dedicated (and huge) requests grew the pool without the
+// release the pooled path makes first: the pool doubled past its peak
+// (release_before_extend) and past the threshold (pool_release_threshold).
+TEST(AllocatorGrowthTest, DedicatedRequestsReleaseBeforeTheyExtend) {
+  for (bool threshold : {false, true}) {
+    for (bool dedicated : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "threshold " << threshold << " dedicated " << dedicated);
+      testing::QuietLog quiet;
+      Allocator::Options o;
+      o.growth_policy = GrowthPolicy::kSameAsRequested;
+      if (threshold) {
+        o.pool_release_threshold = 0.5;
+      } else {
+        o.release_before_extend = true;
+      }
+      o.allow_retry_on_failure = false;
+      VirtualSubAllocator::Options vo;
+      vo.supports_coalescing = false;
+      Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30, vo),
+                  8 * kMiB, "ded", o);
+      void* x = a.AllocateRaw(256, 3 * kMiB - 256);
+      ASSERT_NE(x, nullptr);
+      a.DeallocateRaw(x);  // a fully free region of 3 MiB
+      AllocationAttributes attr;
+      attr.dedicated = dedicated;
+      void* y = a.AllocateRaw(256, 3 * kMiB + 256, attr);
+      ASSERT_NE(y, nullptr);
+      const AllocatorStats st = *a.GetStats();
+      EXPECT_EQ(st.num_regions_released, 1);
+      EXPECT_EQ(*st.pool_bytes, static_cast<int64_t>(3 * kMiB + 256));
+      a.DeallocateRaw(y);
+      EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+    }
+  }
+}
+
+// ... and under low_footprint a dedicated request failed that the same
+// request served from the pool got, by that release.
+TEST(AllocatorGrowthTest, DedicatedRequestsUnderLowFootprintNearTheLimit) {
+  for (bool dedicated : {false, true}) {
+    SCOPED_TRACE(dedicated);
+    testing::QuietLog quiet;
+    Allocator::Options o;
+    ASSERT_TRUE(ApplyAllocatorPreset(o, "low_footprint").ok());
+    o.allow_retry_on_failure = false;
+    VirtualSubAllocator::Options vo;
+    vo.supports_coalescing = false;
+    Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30, vo),
+                6 * kMiB, "ded-limit", o);
+    void* x = a.AllocateRaw(256, 3 * kMiB);
+    ASSERT_NE(x, nullptr);
+    a.DeallocateRaw(x);  // 3 MiB free; 3 MiB of the limit left
+    AllocationAttributes attr;
+    attr.dedicated = dedicated;
+    void* y = a.AllocateRaw(256, 4 * kMiB, attr);
+    EXPECT_NE(y, nullptr);
+    if (y != nullptr) a.DeallocateRaw(y);
+    EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  }
+}
+
+// From a review: a partial release cut the pages out of a free chunk whose
+// free neighbour, pending on another stream, had been kept apart from it;
+// the neighbour, alone in what was left of the region, is a fully free
+// region and was not on the free-region list (Validate failed, and the
+// release options could not give it back).
+TEST(AllocatorGrowthTest, APartialReleaseListsANeighbourLeftAlone) {
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.release_before_extend = true;
+  o.release_partial_regions = true;
+  o.allow_retry_on_failure = false;
+  VirtualSubAllocator::Options vo;
+  vo.supports_coalescing = false;
+  vo.partial_free_bytes = 64 * kKiB;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30, vo),
+              16 * kMiB, "partial", o);
+  auto owned = std::make_unique<testing::FakeStreamOps>();
+  testing::FakeStreamOps* ops = owned.get();
+  ASSERT_TRUE(a.SetStreamOps(std::move(owned)).ok());
+  const StreamId s1 = reinterpret_cast<StreamId>(1);
+  const StreamId s2 = reinterpret_cast<StreamId>(2);
+  absl::StatusOr<void*> pa = a.AllocateOnStream(s1, 64 * kKiB);  // [0, 64K)
+  absl::StatusOr<void*> pb =
+      a.AllocateOnStream(s2, 2 * kMiB - 64 * kKiB);  // the rest of 2 MiB
+  ASSERT_TRUE(pa.ok() && pb.ok());
+  ASSERT_EQ(a.GetStats()->num_extends, 1);
+  AllocationAttributes ded;
+  ded.dedicated = true;
+  ded.stream = s2;
+  absl::StatusOr<void*> pd = a.Allocate(kMiB, 256, ded);
+  ASSERT_TRUE(pd.ok());
+  ops->Hold(s1);  // the first chunk stays pending
+  ASSERT_TRUE(a.DeallocateOnStream(*pa, s1).ok());
+  ASSERT_TRUE(a.DeallocateOnStream(*pb, s2).ok());  // pending: kept apart
+  // Frees s2's dedicated region, synchronizing s2: the second chunk's fence
+  // is complete, its merge not yet made.
+  ASSERT_TRUE(a.DeallocateOnStream(*pd, s2).ok());
+  ASSERT_TRUE(a.Validate().ok()) << a.Validate();
+  absl::StatusOr<void*> big = a.Allocate(4 * kMiB);  // releases, then grows
+  EXPECT_TRUE(big.ok()) << big.status();
+  EXPECT_GE(a.GetStats()->num_partial_releases, 1);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  ops->ReleaseAll();
+  ops->CompleteAll();
+  if (big.ok()) a.DeallocateRaw(*big);
+  (void)a.ReleaseFreeRegions();
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
 }
 
 // The new options under a sub-allocator that fails: every combination

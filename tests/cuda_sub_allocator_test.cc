@@ -219,6 +219,58 @@ TEST_F(CudaSubAllocatorTest, AnAllocatorOverTheDeviceGivesEverythingBack) {
   EXPECT_EQ(GetFake()->bytes_in_use(0), 0u);
 }
 
+// From a review: a cuMemFree that failed was only logged. The allocator
+// took the region out of its pool and grew again to its full limit while
+// the device still held the memory. Now the failure reaches the allocator
+// (SubAllocator::FreeFailed): counted, and still held against the limit.
+TEST_F(CudaSubAllocatorTest, AFailedFreeStillCountsAgainstTheLimit) {
+  BFC_REQUIRE_FAKE_CUDA();
+  GetFake()->set_device_memory(0, 256 * kMiB);
+  std::vector<void*> freed;
+  std::thread([&] {
+    CaptureLog log;
+    Allocator::Options o;
+    o.allow_retry_on_failure = false;
+    o.growth_policy = GrowthPolicy::kSameAsRequested;
+    Allocator a(std::make_unique<CudaDeviceSubAllocator>(
+                    0, std::vector<SubAllocator::Visitor>{},
+                    std::vector<SubAllocator::Visitor>{
+                        [&](void* p, int, size_t) { freed.push_back(p); }}),
+                64 * kMiB, "gpu0", o);
+    absl::StatusOr<void*> first = a.Allocate(32 * kMiB);
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE(a.Deallocate(*first).ok());
+    GetFake()->fail_call("cuMemFree", 1, CUDA_ERROR_UNKNOWN);
+    EXPECT_EQ(a.ReleaseFreeRegions(), 0u);
+    EXPECT_EQ(*a.GetStats()->pool_bytes, 0);
+    const Allocator::SubAllocatorFailures f = a.sub_allocator_failures();
+    EXPECT_EQ(f.free_exceptions, 1);
+    EXPECT_EQ(f.bytes_abandoned, static_cast<int64_t>(32 * kMiB));
+    EXPECT_THAT(log.All(), HasSubstr("CUDA_ERROR_UNKNOWN"));
+    EXPECT_THAT(log.All(), HasSubstr("still counts against the limit"));
+    // 32 MiB of the 64 MiB limit is left, whatever the pool says.
+    absl::StatusOr<void*> big = a.Allocate(60 * kMiB);
+    EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+    absl::StatusOr<void*> fits = a.Allocate(32 * kMiB);
+    ASSERT_TRUE(fits.ok()) << fits.status();
+    EXPECT_LE(GetFake()->bytes_in_use(0), 64 * kMiB);
+    ASSERT_TRUE(a.Deallocate(*fits).ok());
+    EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  }).join();
+  // The device kept the first region: given back here, for the fixture.
+  ASSERT_EQ(freed.size(), 2u);
+  EXPECT_EQ(GetFake()->live_allocations(0), 1);
+  std::thread([&] {
+    const internal::CudaDriver& d = Driver();
+    CUcontext ctx = nullptr;
+    ASSERT_EQ(d.DevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    ASSERT_EQ(d.CtxSetCurrent(ctx), CUDA_SUCCESS);
+    EXPECT_EQ(d.MemFree(static_cast<CUdeviceptr>(
+                  reinterpret_cast<uintptr_t>(freed[0]))),
+              CUDA_SUCCESS);
+  }).join();
+}
+
 // Fault injection at every driver call the device path makes: each failure
 // is nullptr (or a logged failed free) naming the CUDA error, leaves the
 // thread's contexts as they were, and leaks nothing.

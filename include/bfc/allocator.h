@@ -293,9 +293,11 @@ class Allocator {
   // What the sub-allocator's user code did wrong (never reset).
   struct SubAllocatorFailures {
     int64_t alloc_exceptions = 0;  // Alloc calls that threw
-    int64_t free_exceptions = 0;   // Free calls that threw
-    // Bytes of the regions whose Free threw: forgotten by this allocator
-    // (out of its pool), their fate unknown.
+    // Free calls that threw or reported a failure (SubAllocator::FreeFailed)
+    int64_t free_exceptions = 0;
+    // Bytes of the regions whose Free failed: forgotten by this allocator
+    // (out of its pool), their fate unknown. They still count against the
+    // memory limit: the sub-allocator may still hold them.
     int64_t bytes_abandoned = 0;
   };
   SubAllocatorFailures sub_allocator_failures() const;
@@ -466,10 +468,20 @@ class Allocator {
   // A new region from the sub-allocator big enough for the request (growth
   // policy, limit, 0.9x back-off); false when none can be had. With
   // `dedicated`, an exact region of its own whose one chunk is returned in
-  // *dedicated (not put in a bin).
+  // *dedicated (not put in a bin). Otherwise `*binned`, when given, is the
+  // free chunk the new memory ended up in (joined to its neighbours).
   [[nodiscard]] bool Extend(size_t alignment, size_t rounded_bytes,
-                            ChunkHandle* dedicated = nullptr)
+                            ChunkHandle* dedicated = nullptr,
+                            ChunkHandle* binned = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // release_before_extend and pool_release_threshold, before the pool grows
+  // by `grown` bytes: fully free regions, then (release_partial_regions)
+  // the pages inside free chunks, until the grown pool is within the target.
+  void ReleaseBeforeExtend(size_t grown) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Gives back the memory of free chunk `h`: its region when it is one
+  // whole, else the pages inside it (where the sub-allocator frees parts of
+  // regions). For memory an Extend took that did not serve its request.
+  void GiveBackFreeChunk(ChunkHandle h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The bytes Extend asks for first: the growth policy's step for `needed`
   // bytes, within the step cap and floor and the `available` room. Doubling
   // steps from *curr_region_bytes and leaves the doubled size there

@@ -33,11 +33,15 @@
 //     the exception's what(); `AllocateRaw` returns nullptr and logs it. The
 //     allocator's state is unchanged; whatever the throwing call may have
 //     reserved is the sub-allocator's own business.
-//   * `Free` throws (ReleaseFreeRegions, garbage collection, a refused block,
-//     the destructor): the region is forgotten by the allocator all the same
-//     -- taken out of its pool and its stats, never handed out again and
-//     never passed to Free a second time -- and the failure is logged and
-//     counted (Allocator::sub_allocator_failures()). Validate() stays OK.
+//   * `Free` throws, or reports a failure with FreeFailed (ReleaseFreeRegions,
+//     garbage collection, a refused block, the destructor): the region is
+//     forgotten by the allocator all the same -- taken out of its pool and
+//     its stats, never handed out again and never passed to Free a second
+//     time -- and the failure is logged and counted
+//     (Allocator::sub_allocator_failures()). Its bytes still count against
+//     the memory limit: the sub-allocator may still hold them (a cuMemFree
+//     that failed leaves the memory allocated on the device). Validate()
+//     stays OK.
 //   * `SupportsCoalescing`, `GetMemoryType` or `Availability` throw: treated
 //     as false, kUnknown and Internal(what()) respectively, and logged.
 //   * A visitor throws: VisitAlloc / VisitFree catch it, log it, count it in
@@ -55,10 +59,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace bfc {
 
@@ -122,12 +128,22 @@ class SubAllocator {
     return num_visitor_exceptions_.load(std::memory_order_relaxed);
   }
 
+  // Whether a Free this thread made since the last call reported a failure
+  // with FreeFailed; then `*what` is its message. Clears the record. The
+  // allocator calls it around every Free.
+  static bool TakeFreeFailure(std::string* what);
+
  protected:
   // Both run every visitor; one that throws is logged and counted and the
   // rest still run.
   void VisitAlloc(void* ptr, int index, size_t num_bytes);
   // Free visitors run in reverse order.
   void VisitFree(void* ptr, int index, size_t num_bytes);
+  // For a Free that fails without throwing (a driver call that returned an
+  // error): the allocator treats the call as one that threw `what`. Kept
+  // per thread, so sub-allocators shared between allocators need no lock;
+  // never throws.
+  static void FreeFailed(absl::string_view what) noexcept;
 
  private:
   // Calls visitor `v`, catching what it throws.

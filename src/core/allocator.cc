@@ -702,9 +702,12 @@ absl::Status Allocator::FailureCauseLocked() const {
 bool Allocator::FreeToSubAllocator(void* ptr, size_t num_bytes,
                                    const char* why) {
   std::string what;
+  (void)SubAllocator::TakeFreeFailure(&what);  // not this call's
+  what.clear();
   if (internal::CallUserCodeDeferringLogs(
           &deferred_logs_, [&] { sub_allocator_->Free(ptr, num_bytes); },
-          &what)) {
+          &what) &&
+      !SubAllocator::TakeFreeFailure(&what)) {
     return true;
   }
   ++sub_failures_.free_exceptions;
@@ -712,8 +715,9 @@ bool Allocator::FreeToSubAllocator(void* ptr, size_t num_bytes,
   // The counts record it regardless of the report (DeferReport).
   DeferReport(LogSeverity::kError, [&] {
     return internal::Format(
-        "Allocator '%s': SubAllocator::Free(%p, %d bytes) during %s threw: "
-        "%s; the region is forgotten (never used or freed again)",
+        "Allocator '%s': SubAllocator::Free(%p, %d bytes) during %s failed: "
+        "%s; the region is forgotten (never used or freed again) and still "
+        "counts against the limit",
         name_, ptr, num_bytes, why, what);
   });
   return false;
@@ -763,6 +767,10 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     // Exact memory of its own, handed out whole; on failure, fully-free
     // regions are given back (with garbage_collection) and it is tried once
     // more, as for a pooled request.
+    // The options that give memory back before the pool grows apply to it
+    // as to a pooled request (they did not: a review saw the pool double
+    // past its peak, and a request fail that a release would have served).
+    ReleaseBeforeExtend(rounded);
     ChunkHandle d = kInvalidChunkHandle;
     if (!Extend(alignment, rounded, &d) && DeallocateFreeRegions(rounded)) {
       (void)Extend(alignment, rounded, &d);
@@ -782,34 +790,14 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     h = FindChunkAcrossStreams(alignment, rounded, /*any_size=*/false);
   }
   if (h == kInvalidChunkHandle) {
-    // Memory nobody uses goes back before more is taken: the pool then
-    // holds what is live plus what the new region adds.
-    // Memory nobody uses goes back before more is taken, least recently
-    // freed first: release_before_extend until the pool, grown, is no
-    // larger than its peak so far (all of it while the pool is at its peak;
-    // a steady state that stays below keeps its regions, so no
-    // sub-allocator calls); pool_release_threshold until it is within that
-    // fraction of the limit.
-    size_t target = pool_release_target_;
-    if (opts_.release_before_extend) {
-      target = std::min(target, static_cast<size_t>(*stats_.peak_pool_bytes));
-    }
-    if (target != std::numeric_limits<size_t>::max()) {
+    {
       // What the pool grows by is the region the growth policy takes, not
       // the request: judged by the request, a floor let each small request
       // raise the peak by up to the floor while free regions stayed.
       size_t curr = curr_region_allocation_bytes_;
       bool doubled;
-      const size_t grown = GrowthStep(
-          rounded, std::numeric_limits<size_t>::max(), &curr, &doubled);
-      ReleaseFreeRegionsAbove(grown, target);
-      // Then the pages inside free chunks, where the sub-allocator can
-      // free parts of regions: none of those chunks fits this request.
-      const size_t room = grown <= target ? target - grown : 0;
-      if (opts_.release_partial_regions && partial_free_bytes_ > 0 &&
-          total_region_allocated_bytes_ > room) {
-        (void)ReleaseFreeInteriors(total_region_allocated_bytes_ - room);
-      }
+      ReleaseBeforeExtend(GrowthStep(
+          rounded, std::numeric_limits<size_t>::max(), &curr, &doubled));
     }
     // A chunk of any size may serve the request once the pool has grown for
     // it: a new region larger than max_split_bytes is the request's own.
@@ -819,9 +807,14 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
       // for what the tail lacks. The sub-allocator may put it elsewhere;
       // then the full request is asked for next.
       const size_t tail = alignment > kMinAllocationSize ? 0 : FreeTailBytes();
+      ChunkHandle grown = kInvalidChunkHandle;
       if (tail > 0 && tail < rounded &&
-          Extend(kMinAllocationSize, rounded - tail)) {
+          Extend(kMinAllocationSize, rounded - tail, nullptr, &grown)) {
         h = FindChunkForAnyStream(alignment, rounded);
+        // Put elsewhere, the memory is given back before the full request
+        // is asked for: kept, it took the limit's room for it (a review saw
+        // requests fail that fit, and a failed one grow the pool).
+        if (h == kInvalidChunkHandle) GiveBackFreeChunk(grown);
       }
     }
     if (h == kInvalidChunkHandle && Extend(alignment, rounded)) {
@@ -1459,11 +1452,13 @@ size_t Allocator::GrowthStep(size_t needed, size_t available,
 }
 
 bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
-                       ChunkHandle* dedicated) {
+                       ChunkHandle* dedicated, ChunkHandle* binned) {
   if (sub_allocator_ == nullptr) return false;
-  size_t available = memory_limit_ > total_region_allocated_bytes_
-                         ? memory_limit_ - total_region_allocated_bytes_
-                         : 0;
+  // What a failed Free left with the sub-allocator counts too: it may
+  // still hold it (sub_allocator.h).
+  const size_t held = total_region_allocated_bytes_ +
+                      static_cast<size_t>(sub_failures_.bytes_abandoned);
+  size_t available = memory_limit_ > held ? memory_limit_ - held : 0;
   // A sub-allocator of pages hands out whole pages, each aligned to a page:
   // the limit holds whole pages only.
   const size_t unit = std::max(kMinAllocationSize, partial_free_bytes_);
@@ -1660,8 +1655,48 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
     }
   }
   // The new region may have room for waiters too.
-  BinFreeChunk(TryToCoalesce(h), "Extend");
+  const ChunkHandle joined = TryToCoalesce(h);
+  BinFreeChunk(joined, "Extend");
+  if (binned != nullptr) *binned = joined;
   return true;
+}
+
+void Allocator::ReleaseBeforeExtend(size_t grown) {
+  // Memory nobody uses goes back before more is taken, least recently
+  // freed first: release_before_extend until the pool, grown, is no larger
+  // than its peak so far (all of it while the pool is at its peak; a
+  // steady state that stays below keeps its regions, so no sub-allocator
+  // calls); pool_release_threshold until it is within that fraction of the
+  // limit.
+  size_t target = pool_release_target_;
+  if (opts_.release_before_extend) {
+    target = std::min(target, static_cast<size_t>(*stats_.peak_pool_bytes));
+  }
+  if (target == std::numeric_limits<size_t>::max()) return;
+  ReleaseFreeRegionsAbove(grown, target);
+  // Then the pages inside free chunks, where the sub-allocator can free
+  // parts of regions: none of those chunks fits this request.
+  const size_t room = grown <= target ? target - grown : 0;
+  if (opts_.release_partial_regions && partial_free_bytes_ > 0 &&
+      total_region_allocated_bytes_ > room) {
+    (void)ReleaseFreeInteriors(total_region_allocated_bytes_ - room);
+  }
+}
+
+void Allocator::GiveBackFreeChunk(ChunkHandle h) {
+  if (h == kInvalidChunkHandle) return;
+  const Chunk& c = chunks_[h];
+  if (c.in_use() || !FenceComplete(c.fence)) return;
+  bool released = false;
+  if (c.prev == kInvalidChunkHandle && c.next == kInvalidChunkHandle) {
+    released = ReleaseRegionLocked(internal::AllocationRegion(c.ptr, c.size),
+                                   /*binned=*/true);
+  } else if (timing_counter_ == nullptr) {  // see ReleaseFreeInteriors
+    released = ReleaseChunkInterior(h) > 0;
+  }
+  // A sub-allocator that neither frees parts of regions nor was given a
+  // whole one keeps the memory in the pool, where it serves later requests.
+  if (released) WakeWaiters();
 }
 
 // --- Out of memory -----------------------------------------------------------
@@ -1925,6 +1960,20 @@ size_t Allocator::ReleaseChunkInterior(ChunkHandle h) {
         chunks_[left].prev == kInvalidChunkHandle &&
         chunks_[left].next == kInvalidChunkHandle) {
       LinkFreeRegion(left);
+    }
+  }
+  // A free neighbour kept apart from `h` (its fence differs) that the cut
+  // leaves alone in what remains of the region is a fully free region now
+  // too (a review: it was left off the list, and Validate failed).
+  if (ABSL_PREDICT_FALSE(stamp_free_regions_)) {
+    for (ChunkHandle n :
+         {head == kInvalidChunkHandle ? c.prev : kInvalidChunkHandle,
+          tail == kInvalidChunkHandle ? c.next : kInvalidChunkHandle}) {
+      if (n != kInvalidChunkHandle && !chunks_[n].in_use() &&
+          chunks_[n].prev == kInvalidChunkHandle &&
+          chunks_[n].next == kInvalidChunkHandle) {
+        LinkFreeRegion(n);
+      }
     }
   }
   return hi - lo;

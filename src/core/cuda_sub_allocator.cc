@@ -252,8 +252,13 @@ void CudaDeviceSubAllocator::Free(void* ptr, size_t num_bytes) {
   void* base = padded_.Take(ptr);
   const CUresult result = driver->MemFree(
       static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(base)));
-  if (result != CUDA_SUCCESS)
-    LogFailure(who, driver->CallError(request, result));
+  // The device may still hold the memory: logged for whoever called, and
+  // said to an allocator calling, which keeps counting it against its limit.
+  if (result != CUDA_SUCCESS) {
+    const absl::Status error = driver->CallError(request, result);
+    LogFailure(who, error);
+    FreeFailed(error.message());
+  }
 }
 
 // --- CudaPinnedSubAllocator ------------------------------------------------
@@ -347,8 +352,11 @@ void CudaPinnedSubAllocator::Free(void* ptr, size_t num_bytes) {
   }
   void* base = padded_.Take(ptr);
   const CUresult result = driver->MemFreeHost(base);
-  if (result != CUDA_SUCCESS)
-    LogFailure(who, driver->CallError(request, result));
+  if (result != CUDA_SUCCESS) {  // as in CudaDeviceSubAllocator::Free
+    const absl::Status error = driver->CallError(request, result);
+    LogFailure(who, error);
+    FreeFailed(error.message());
+  }
 }
 
 }  // namespace bfc

@@ -29,6 +29,31 @@ const char* MemoryTypeName(MemoryType type) {
   return "unknown";
 }
 
+namespace {
+
+// What FreeFailed recorded on this thread (SubAllocator::TakeFreeFailure).
+thread_local bool t_free_failed = false;
+thread_local std::string t_free_failure;
+
+}  // namespace
+
+void SubAllocator::FreeFailed(absl::string_view what) noexcept {
+  t_free_failed = true;
+  try {
+    t_free_failure.assign(what.data(), what.size());
+  } catch (...) {
+    t_free_failure.clear();  // no host memory for the message: still failed
+  }
+}
+
+bool SubAllocator::TakeFreeFailure(std::string* what) {
+  if (!t_free_failed) return false;
+  t_free_failed = false;
+  what->swap(t_free_failure);
+  t_free_failure.clear();
+  return true;
+}
+
 SubAllocator::SubAllocator(std::vector<Visitor> alloc_visitors,
                            std::vector<Visitor> free_visitors)
     : alloc_visitors_(std::move(alloc_visitors)),
