@@ -49,6 +49,9 @@ typedef int (*query_stream_fn)(bfc_stream_t);
 typedef void (*hold_fn)(void*);
 typedef long (*call_count_fn)(const char*);
 typedef int (*record_stream_fn)(void*, int, bfc_stream_t);
+typedef int (*forget_stream_fn)(int, bfc_stream_t);
+typedef int (*destroy_stream_fn)(bfc_stream_t);
+typedef void (*fail_call_fn)(const char*, int, int);
 typedef void (*void_fn)(void);
 
 static void* must_sym(void* lib, const char* name) {
@@ -313,6 +316,53 @@ int main(int argc, char** argv) {
           "vmm pools after empty_cache %lld %lld %lld", vmm_pool[0],
           vmm_pool[1], vmm_pool[2]);
     setenv("BFC_ALLOC_CONF", "backend:cuda,memory_fraction:0.5", 1);
+    reset();
+
+    /* 5. Memory freed on a stream that is then destroyed (free, then
+     * cudaStreamDestroy: the right order). bfc_forget_stream before the
+     * destroy records the stream's last event while it exists; without it
+     * the memory could never be shown safe and empty_cache kept it for good
+     * (a review). */
+    forget_stream_fn forget =
+        (forget_stream_fn)must_sym(lib, "bfc_forget_stream");
+    destroy_stream_fn destroy =
+        (destroy_stream_fn)dlsym(driver, "cuStreamDestroy_v2");
+    CHECK(destroy != NULL, "cuStreamDestroy_v2");
+    if (destroy != NULL) {
+      void* w5 = torch_malloc(256, 0, NULL);
+      bfc_stream_t s5 = NULL;
+      CHECK(create_stream(&s5, 0) == 0, "cuStreamCreate");
+      void* m5 = torch_malloc(1 << 20, 0, s5);
+      CHECK(m5 != NULL, "%s", last_error());
+      hold(s5); /* its kernel still runs */
+      torch_free(m5, 1 << 20, 0, s5);
+      CHECK(forget(0, s5) == 0, "bfc_forget_stream: %s", last_error());
+      release(s5);
+      CHECK(destroy(s5) == 0, "cuStreamDestroy");
+      torch_free(w5, 256, 0, NULL);
+      empty_cache_all();
+      CHECK(get_stats(0, &st) == 0, "stats");
+      CHECK(st.pool_bytes == 0, "a forgotten stream's memory is pinned: %lld",
+            (long long)st.pool_bytes);
+      /* A device with no allocator, and a backend without streams: 0. */
+      CHECK(forget(1, s5) == 0 || num_devices < 2, "%s", last_error());
+    }
+
+    /* 6. A driver call that fails while a device's allocator is set up
+     * (cuMemGetInfo, out of memory for a moment) fails that call only; the
+     * next one sets the device up (it used to stay failed for good). */
+    fail_call_fn fail_call = (fail_call_fn)dlsym(driver, "fake_cuda_fail_call");
+    reset();
+    if (fail_call != NULL) {
+      fail_call("cuMemGetInfo", 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+      void* f1 = torch_malloc(4096, 0, NULL);
+      CHECK(f1 == NULL, "the injected failure did not fail the first call");
+      CHECK(strstr(last_error(), "cuMemGetInfo") != NULL, "message: %s",
+            last_error());
+      void* f2 = torch_malloc(4096, 0, NULL);
+      CHECK(f2 != NULL, "the device stayed failed: %s", last_error());
+      torch_free(f2, 4096, 0, NULL);
+    }
   }
 
   /* empty_cache() gives every region back to the driver. */

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -103,6 +105,7 @@ struct Lib {
   int (*record_memory_history)(int, size_t) = nullptr;
   int (*dump_snapshot)(int, const char*) = nullptr;
   decltype(&bfc_record_stream) record_stream = nullptr;
+  decltype(&bfc_forget_stream) forget_stream = nullptr;
   decltype(&bfc_account_create) account_create = nullptr;
   decltype(&bfc_account_set_current) account_set_current = nullptr;
   decltype(&bfc_account_get_stats) account_get_stats = nullptr;
@@ -128,6 +131,7 @@ class CApiTest : public ::testing::Test {
             &lib_.record_memory_history);
     Resolve(lib_.handle, "bfc_dump_snapshot", &lib_.dump_snapshot);
     Resolve(lib_.handle, "bfc_record_stream", &lib_.record_stream);
+    Resolve(lib_.handle, "bfc_forget_stream", &lib_.forget_stream);
     Resolve(lib_.handle, "bfc_empty_cache_all", &lib_.empty_cache_all);
     Resolve(lib_.handle, "bfc_cupy_malloc", &lib_.cupy_malloc);
     Resolve(lib_.handle, "bfc_cupy_free", &lib_.cupy_free);
@@ -202,6 +206,7 @@ TEST_F(CApiTest, ExportsOnlyTheCSymbols) {
   const std::set<std::string> expected = {"bfc_malloc",
                                           "bfc_free",
                                           "bfc_record_stream",
+                                          "bfc_forget_stream",
                                           "bfc_empty_cache_all",
                                           "bfc_cupy_malloc",
                                           "bfc_cupy_free",
@@ -1160,6 +1165,15 @@ TEST_F(CApiTest, AbortOnInvalidInputAbortsOnEveryInvalidFreeAndRequest) {
               lib_.record_stream(nullptr, 0, kNoStream);
             }),
             "returned");
+  // A configuration whose limit works out to 0 bytes fails every call but
+  // is not the caller's mistake (a review: it aborted).
+  Configure("backend:host,memory_fraction:1e-30,abort_on_invalid_input:true");
+  EXPECT_EQ(HowAChildEnds([] {
+              if (lib_.malloc(1, 0, kNoStream) != nullptr) std::abort();
+            }),
+            "returned");
+  EXPECT_EQ(lib_.malloc(1, 0, kNoStream), nullptr);
+  EXPECT_THAT(LastError(), HasSubstr("works out to 0 bytes"));
 }
 
 // A backend that can never hand out memory fails the call at once, with the
@@ -1250,6 +1264,97 @@ TEST_F(CApiTest, AccountsChargeTheCurrentThreadsAllocations) {
   lib_.account_destroy(nullptr);
   lib_.free(b, 0, 0, nullptr);
   if (other != nullptr) lib_.free(other, 0, 1, nullptr);
+}
+
+// From a review: an account current on one thread and destroyed by another
+// was used after it was freed by the first thread's next allocation. The
+// thread now holds the account: closed by the destroy, its allocations fail.
+TEST_F(CApiTest, AnAccountDestroyedWhileCurrentOnAnotherThread) {
+  Configure("backend:virtual,memory_limit:64MiB");
+  bfc_account* root = lib_.account_create(0, nullptr, "root", -1, 0);
+  ASSERT_NE(root, nullptr) << LastError();
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;
+  void* during = &mu;
+  std::string error;
+  void* after = &mu;
+  std::thread worker([&] {
+    lib_.account_set_current(root);
+    during = lib_.malloc(4096, 0, kNoStream);
+    lib_.free(during, 0, 0, kNoStream);
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      step = 1;
+      cv.notify_all();
+      cv.wait(lock, [&] { return step == 2; });
+    }
+    after = lib_.malloc(4096, 0, kNoStream);  // read the freed handle
+    error = LastError();
+    EXPECT_EQ(lib_.account_set_current(nullptr), root);  // only compared
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return step == 1; });
+  }
+  lib_.account_destroy(root);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    step = 2;
+  }
+  cv.notify_all();
+  worker.join();
+  EXPECT_NE(during, nullptr);
+  EXPECT_EQ(after, nullptr);
+  EXPECT_THAT(error, HasSubstr("closed"));
+  // The account is gone with the worker's reference; the device works.
+  void* p = lib_.malloc(4096, 0, kNoStream);
+  EXPECT_NE(p, nullptr) << LastError();
+  lib_.free(p, 0, 0, kNoStream);
+}
+
+// From a review: bfc_reset_for_testing destroyed an allocator an open
+// account still used; destroying the handle afterwards crashed. Such an
+// allocator is now set aside instead, and the handle stays usable.
+TEST_F(CApiTest, ResetForTestingLeavesAnOpenAccountUsable) {
+  Configure("backend:host,memory_limit:64MiB");
+  bfc_account* root = lib_.account_create(0, nullptr, "root", -1, 0);
+  ASSERT_NE(root, nullptr) << LastError();
+  lib_.account_set_current(root);
+  void* p = lib_.malloc(1000, 0, kNoStream);
+  ASSERT_NE(p, nullptr) << LastError();
+  testing::internal::CaptureStderr();
+  lib_.reset_for_testing();
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(said, HasSubstr("set aside"));
+  // No account is current on this thread after the reset.
+  EXPECT_EQ(lib_.account_set_current(nullptr), nullptr);
+  bfc_account_stats st;
+  ASSERT_EQ(lib_.account_get_stats(root, &st), 0);
+  EXPECT_EQ(st.bytes_in_use, 1024);
+  EXPECT_EQ(lib_.account_close(root), 1);  // the leak, listed
+  lib_.account_destroy(root);
+  // A reset with no account alive destroys the allocators, says nothing.
+  void* q = lib_.malloc(1000, 0, kNoStream);
+  ASSERT_NE(q, nullptr) << LastError();
+  lib_.free(q, 0, 0, kNoStream);
+  testing::internal::CaptureStderr();
+  lib_.reset_for_testing();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
+// bfc_forget_stream without stream-ordered memory: nothing to do, 0; a
+// device out of range is the caller's mistake, -1.
+TEST_F(CApiTest, ForgetStreamWithoutStreams) {
+  Configure("backend:host,memory_limit:64MiB");
+  const auto s = reinterpret_cast<bfc_stream_t>(uintptr_t{0x1234});
+  EXPECT_EQ(lib_.forget_stream(0, s), 0);  // no allocator yet
+  void* p = lib_.malloc(1000, 0, s);
+  ASSERT_NE(p, nullptr);
+  lib_.free(p, 0, 0, s);
+  EXPECT_EQ(lib_.forget_stream(0, s), 0);  // host memory: no streams
+  EXPECT_EQ(lib_.forget_stream(-1, s), -1);
+  EXPECT_THAT(LastError(), HasSubstr("out of range"));
 }
 
 }  // namespace

@@ -1051,6 +1051,8 @@ class Allocator {
   std::unordered_map<StreamId, StreamSlot> stream_slots_
       ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<StreamOps> stream_ops_ ABSL_GUARDED_BY(mutex_);
+  // stream_ops_ != nullptr, readable without the lock (HasStreamOps).
+  std::atomic<bool> has_stream_ops_{false};
   std::vector<MultiFence> multi_fences_ ABSL_GUARDED_BY(mutex_);
   std::vector<uint32_t> free_multi_fences_ ABSL_GUARDED_BY(mutex_);
   // In-use chunks other streams also use (RecordStreamUse).

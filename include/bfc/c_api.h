@@ -199,6 +199,16 @@ BFC_C_API void bfc_free(void* ptr, size_t size, int device,
  * did not hand out, or a device never used (see bfc_last_error()). A no-op on
  * backends that are not stream-ordered. */
 BFC_C_API int bfc_record_stream(void* ptr, int device, bfc_stream_t stream);
+/* Call before destroying `stream` (cudaStreamDestroy) that memory was freed
+ * on or recorded for: the device's allocator records one last event on it
+ * and never names it to the driver again (a later stream that gets the same
+ * handle is a new stream). Without it, memory freed on a destroyed stream
+ * can never be shown safe: it is kept from other streams and from
+ * bfc_empty_cache for good. Returns 0 (also for a device with no allocator
+ * yet, and on backends that are not stream-ordered), or -1 when the event
+ * cannot be recorded or kept (see bfc_last_error()). Allocator::ForgetStream
+ * in C++. */
+BFC_C_API int bfc_forget_stream(int device, bfc_stream_t stream);
 /* Releases the free regions of every device created so far (and, with
  * release_partial_regions over backend:vmm, the free pages inside the
  * others); the signature of PyTorch's (C++)
@@ -266,7 +276,10 @@ BFC_C_API bfc_account* bfc_account_create(int device, bfc_account* parent,
                                           int64_t reservation_bytes);
 /* Makes `account` (NULL: none) the one this thread's bfc_malloc and
  * bfc_cupy_malloc charge on its device (other devices: uncharged). Returns
- * the previous one. */
+ * the previous one. The thread holds the account until it sets another (or
+ * exits): destroyed meanwhile by another thread, the account is closed and
+ * this thread's allocations fail ("account ... is closed") instead of
+ * charging freed memory. */
 BFC_C_API bfc_account* bfc_account_set_current(bfc_account* account);
 /* Fills *out. Returns 0, or -1 for a NULL argument. */
 BFC_C_API int bfc_account_get_stats(const bfc_account* account,
@@ -277,7 +290,8 @@ BFC_C_API int bfc_account_get_stats(const bfc_account* account,
  * stays open) or for NULL. */
 BFC_C_API int bfc_account_close(bfc_account* account);
 /* Closes (if needed) and frees the handle; children keep their parents'
- * state alive. No longer current on this thread. NULL is a no-op. */
+ * state alive. No longer current on this thread (a thread it is current on
+ * keeps it, closed, until it sets another). NULL is a no-op. */
 BFC_C_API void bfc_account_destroy(bfc_account* account);
 
 /* --- Memory history and PyTorch memory snapshots ------------------------- */
@@ -317,7 +331,11 @@ BFC_C_API const char* bfc_version(void);
 
 /* TEST ONLY. Destroys every device's allocator (all memory from them becomes
  * invalid) and forgets the configuration, so that the next call reads
- * BFC_ALLOC_CONF again. Must not run concurrently with any other call. */
+ * BFC_ALLOC_CONF again. Must not run concurrently with any other call. An
+ * allocator with an account still alive (a handle not destroyed, or current
+ * on some thread) is not destroyed but set aside for good, with a message on
+ * stderr: its accounts stay usable until destroyed. No account is current on
+ * the calling thread afterwards. */
 BFC_C_API void bfc_reset_for_testing(void);
 
 #ifdef __cplusplus

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -92,8 +93,13 @@ size_t Limit(const AllocConf& config, size_t device_bytes,
   return default_bytes;
 }
 
+// *transient: the failure came from a driver call that may succeed later
+// (a context or the memory query failing while the device is busy or
+// short); a later call tries again. Every other failure (the configuration,
+// no driver, no such device, no VMM support) is for good.
 absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
-    const AllocConf& config, int device) {
+    const AllocConf& config, int device, bool* transient) {
+  *transient = false;
   const std::string name =
       bfc::internal::Format("bfc_%s_%d", BackendName(config.backend), device);
   std::unique_ptr<SubAllocator> sub;
@@ -144,6 +150,7 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
       size_t free_bytes = 0, total_bytes = 0;
       absl::Status s = CudaMemGetInfo(device, &free_bytes, &total_bytes);
       if (!s.ok()) {
+        *transient = true;
         return absl::UnavailableError(
             absl::StrCat("backend ", backend, ": ", s.message()));
       }
@@ -171,8 +178,10 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
 #endif
     }
   }
+  // FailedPrecondition, not InvalidArgument: the configuration is wrong, not
+  // the call, and abort_on_invalid_input must not end the process for it.
   if (limit == 0) {
-    return absl::InvalidArgumentError(bfc::internal::Format(
+    return absl::FailedPreconditionError(bfc::internal::Format(
         "%s: the memory limit for device %d works out to 0 bytes", kEnvVar,
         device));
   }
@@ -184,11 +193,16 @@ absl::StatusOr<std::unique_ptr<Allocator>> CreateAllocator(
     absl::StatusOr<std::unique_ptr<CudaStreamOps>> ops =
         CudaStreamOps::Create(device);
     if (!ops.ok()) {
+      *transient = true;
       return absl::UnavailableError(
           absl::StrCat("backend cuda: ", ops.status().message()));
     }
     absl::Status s = allocator->SetStreamOps(*std::move(ops));
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      *transient = true;
+      return absl::UnavailableError(
+          absl::StrCat("backend cuda: ", s.message()));
+    }
   }
 #endif
   return allocator;
@@ -331,10 +345,17 @@ class Registry {
       *error = device_errors_[device];
       return nullptr;
     }
+    bool transient = false;
     absl::StatusOr<std::unique_ptr<Allocator>> made =
-        CreateAllocator(config_, device);
+        CreateAllocator(config_, device, &transient);
     if (!made.ok()) {
-      // Sticky: a device that cannot be set up fails fast from then on.
+      // Sticky: a device that cannot be set up fails fast from then on,
+      // unless a driver call failed that may succeed next time (a review:
+      // one busy moment disabled the device for the process).
+      if (transient) {
+        *error = made.status();
+        return nullptr;
+      }
       device_errors_[device] = made.status();
       *error = device_errors_[device];
       return nullptr;
@@ -371,10 +392,42 @@ class Registry {
     return all;
   }
 
+  // Remembers an account made on `device`'s allocator, so that Reset does
+  // not destroy the allocator under it.
+  void TrackAccount(int device, const std::shared_ptr<Account>& account)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    internal::MutexLock lock(&mu_);
+    std::vector<std::weak_ptr<Account>>& list = accounts_[device];
+    // The expired go first, so the list stays as long as what is alive.
+    list.erase(std::remove_if(
+                   list.begin(), list.end(),
+                   [](const std::weak_ptr<Account>& w) { return w.expired(); }),
+               list.end());
+    list.push_back(account);
+  }
+
   void Reset() ABSL_LOCKS_EXCLUDED(mu_) {
     internal::MutexLock lock(&mu_);
-    for (auto& slot : allocators_) {
-      delete slot.exchange(nullptr, std::memory_order_acq_rel);
+    for (size_t device = 0; device < allocators_.size(); ++device) {
+      Allocator* a =
+          allocators_[device].exchange(nullptr, std::memory_order_acq_rel);
+      const bool accounts_alive = std::any_of(
+          accounts_[device].begin(), accounts_[device].end(),
+          [](const std::weak_ptr<Account>& w) { return !w.expired(); });
+      accounts_[device].clear();
+      if (a == nullptr) continue;
+      if (!accounts_alive) {
+        delete a;
+        continue;
+      }
+      // An account's destruction locks its allocator (a review: destroying
+      // a handle after the reset used the deleted allocator): set aside for
+      // good instead, in a test-only call.
+      std::fprintf(stderr,
+                   "bfc: bfc_reset_for_testing: device %zu's allocator has "
+                   "accounts still alive; it is set aside, not destroyed\n",
+                   device);
+      std::fflush(stderr);
     }
     for (absl::Status& e : device_errors_) e = absl::OkStatus();
     config_ = AllocConf();
@@ -434,6 +487,9 @@ class Registry {
   AllocConf config_ ABSL_GUARDED_BY(mu_);
   std::array<std::atomic<Allocator*>, BFC_MAX_DEVICES> allocators_{};
   std::array<absl::Status, BFC_MAX_DEVICES> device_errors_ ABSL_GUARDED_BY(mu_);
+  // The accounts made on each device's allocator (TrackAccount).
+  std::array<std::vector<std::weak_ptr<Account>>, BFC_MAX_DEVICES> accounts_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // Runs `body`; an exception becomes `on_error` plus a message.
@@ -502,8 +558,15 @@ namespace bfc {
 namespace {
 
 // The account this thread's allocations are charged to
-// (bfc_account_set_current).
-thread_local bfc_account* t_current_account = nullptr;
+// (bfc_account_set_current). The thread holds a reference of its own: a
+// handle destroyed by another thread meanwhile freed the account under it
+// (a review: a use after free).
+struct CurrentAccount {
+  bfc_account* handle = nullptr;  // what bfc_account_set_current returns
+  int device = -1;
+  std::shared_ptr<Account> account;
+};
+thread_local CurrentAccount t_current_account;
 
 void* Malloc(const char* function, size_t size, int device,
              bfc_stream_t stream) {
@@ -518,8 +581,9 @@ void* Malloc(const char* function, size_t size, int device,
   }
   AllocationAttributes attr;
   attr.stream = StreamFor(*a, stream);
-  if (t_current_account != nullptr && t_current_account->device == device) {
-    attr.account = t_current_account->account.get();
+  if (t_current_account.account != nullptr &&
+      t_current_account.device == device) {
+    attr.account = t_current_account.account.get();
   }
   absl::StatusOr<void*> p = a->Allocate(size, kMinAllocationSize, attr);
   if (!p.ok()) {
@@ -569,6 +633,26 @@ int RecordStream(void* ptr, int device, bfc_stream_t stream) {
   return 0;
 }
 
+int ForgetStream(int device, bfc_stream_t stream) {
+  const std::string call =
+      bfc::internal::Format("bfc_forget_stream(device %d, stream %p)", device,
+                            static_cast<const void*>(stream));
+  absl::Status error;
+  Allocator* a = Registry::Get().Find(device, /*create=*/false, &error);
+  if (a == nullptr) {
+    if (error.ok()) return 0;  // no allocator: it never saw the stream
+    Report(call, error);
+    return -1;
+  }
+  if (!a->HasStreamOps()) return 0;  // not stream-ordered
+  const absl::Status s = a->ForgetStream(static_cast<StreamId>(stream));
+  if (!s.ok()) {
+    SetError(absl::StrCat(call, ": ", s.message()));
+    return -1;
+  }
+  return 0;
+}
+
 int64_t OrMinusOne(const std::optional<int64_t>& v) { return v ? *v : -1; }
 
 }  // namespace
@@ -593,6 +677,11 @@ int bfc_record_stream(void* ptr, int device, bfc_stream_t stream) {
   return bfc::Guarded<int>("bfc_record_stream", -1, [&] {
     return bfc::RecordStream(ptr, device, stream);
   });
+}
+
+int bfc_forget_stream(int device, bfc_stream_t stream) {
+  return bfc::Guarded<int>("bfc_forget_stream", -1,
+                           [&] { return bfc::ForgetStream(device, stream); });
 }
 
 void* bfc_cupy_malloc(void* /*param*/, size_t size, int device) {
@@ -788,12 +877,15 @@ bfc_account* bfc_account_create(int device, bfc_account* parent,
           bfc::SetError(absl::StrCat(call, ": ", made.status().message()));
           return nullptr;
         }
+        bfc::Registry::Get().TrackAccount(device, *made);
         return new bfc_account{device, *std::move(made)};
       });
 }
 
 bfc_account* bfc_account_set_current(bfc_account* account) {
-  return std::exchange(bfc::t_current_account, account);
+  bfc::CurrentAccount next;  // copies a shared_ptr: never throws
+  if (account != nullptr) next = {account, account->device, account->account};
+  return std::exchange(bfc::t_current_account, std::move(next)).handle;
 }
 
 int bfc_account_get_stats(const bfc_account* account, bfc_account_stats* out) {
@@ -834,14 +926,22 @@ int bfc_account_close(bfc_account* account) {
 void bfc_account_destroy(bfc_account* account) {
   bfc::Guarded<int>("bfc_account_destroy", 0, [&] {
     if (account == nullptr) return 0;
-    if (bfc::t_current_account == account) bfc::t_current_account = nullptr;
-    delete account;  // the Account closes itself (logging leaks) when last
+    if (bfc::t_current_account.handle == account) {
+      bfc::t_current_account = bfc::CurrentAccount();
+    }
+    std::shared_ptr<bfc::Account> held = std::move(account->account);
+    delete account;
+    // Current on another thread, the account lives on there: closed now,
+    // so that thread's allocations fail instead of charging it. Otherwise
+    // it closes itself (logging leaks) as the last reference goes.
+    if (held.use_count() > 1) (void)held->Close();
     return 0;
   });
 }
 
 void bfc_reset_for_testing(void) {
   bfc::Guarded<int>("bfc_reset_for_testing", 0, [&] {
+    bfc::t_current_account = bfc::CurrentAccount();
     bfc::Registry::Get().Reset();
     return 0;
   });

@@ -79,6 +79,7 @@ absl::Status Allocator::SetStreamOps(std::unique_ptr<StreamOps> ops) {
         "implicit one is used, and only once"));
   }
   stream_ops_ = std::move(ops);
+  has_stream_ops_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -178,8 +179,9 @@ absl::Status Allocator::ForgetStream(StreamId stream) {
 }
 
 bool Allocator::HasStreamOps() const {
-  Lock lock(this);
-  return stream_ops_ != nullptr;
+  // Set once and never cleared: read without the lock, which every C ABI
+  // call took once more for this question besides its own.
+  return has_stream_ops_.load(std::memory_order_acquire);
 }
 
 Allocator::StreamStats Allocator::GetStreamStats() const {
