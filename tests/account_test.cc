@@ -289,7 +289,8 @@ TEST_F(AccountTest, LimitCallbackMayFreeAndRetryOnce) {
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(root->Allocate(2 * kMiB).ok());  // nothing left to free
   EXPECT_EQ(calls, 2);
-  EXPECT_EQ(root->GetStats().failures, 2);  // each refusal counts
+  // The allocation refused; q's refusal was retried and served.
+  EXPECT_EQ(root->GetStats().failures, 1);
   ASSERT_TRUE(root->Deallocate(p).ok());
   ASSERT_TRUE(root->Deallocate(q).ok());
 }
@@ -738,6 +739,103 @@ TEST(AccountConcurrencyTest, CloseWaitsForAnAllocationInFlight) {
   ASSERT_TRUE(child->Deallocate(*got).ok());
   EXPECT_TRUE(child->Close().ok());
   EXPECT_TRUE(alloc.Validate().ok()) << alloc.Validate();
+}
+
+// From a review: a call waiting for memory held its charge, so another
+// call on the same account that fits both the free memory and the limit was
+// refused by the limit, and then the waiting call failed too: no order of
+// the two calls explains that refusal. A wait now holds no charge.
+TEST(AccountConcurrencyTest, AWaitingCallHoldsNoCharge) {
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.allow_growth = false;
+  o.retry_timeout = absl::Seconds(20);
+  o.min_split_remainder_bytes = 256;  // the hog leaves its rest free
+  Allocator alloc(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+                  8 * kMiB, "waiting", o);
+  auto root = *Account::CreateRoot(&alloc, Named("root", 8 * kMiB));
+  auto a = *root->CreateChild(Named("a", 6 * kMiB));
+  void* hog = alloc.AllocateRaw(256, 6 * kMiB);  // 2 MiB stay free
+  ASSERT_NE(hog, nullptr);
+  absl::StatusOr<void*> waiting = absl::UnknownError("not run");
+  std::thread waiter([&] { waiting = a->Allocate(5 * kMiB); });
+  while (alloc.GetStats()->num_retries == 0) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(a->GetStats().bytes_in_use, 0);  // nothing held while it waits
+  absl::StatusOr<void*> fits = a->Allocate(3 * kMiB / 2);
+  EXPECT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(a->GetStats().failures, 0);
+  // The free wakes the waiter: 5 MiB of memory now, but the account holds
+  // 1.5 MiB of its 6: a limit refusal, counted once.
+  alloc.DeallocateRaw(hog);
+  waiter.join();
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_THAT(std::string(waiting.status().message()),
+              HasSubstr("would pass the limit of account 'root/a'"));
+  EXPECT_EQ(a->GetStats().failures, 1);
+  if (fits.ok()) ASSERT_TRUE(a->Deallocate(*fits).ok());
+  EXPECT_TRUE(alloc.Validate().ok()) << alloc.Validate();
+}
+
+// From a review: an account whose handle went while a call charged to it
+// waited for memory stayed open for good: its parent could never close and
+// its name stayed taken. The call now finishes the close when it returns.
+TEST(AccountConcurrencyTest, AHandleGoneDuringAWaitClosesWhenTheCallReturns) {
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.allow_growth = false;
+  o.retry_timeout = absl::Milliseconds(300);
+  o.min_split_remainder_bytes = 256;
+  Allocator alloc(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+                  8 * kMiB, "gone", o);
+  auto root = *Account::CreateRoot(&alloc, Named("root"));
+  auto child = *root->CreateChild(Named("child", kNoAccountLimit, kMiB));
+  void* hog = alloc.AllocateRaw(256, 6 * kMiB);
+  ASSERT_NE(hog, nullptr);
+  AllocationAttributes attr;
+  attr.account = child.get();  // not owned: the call keeps only the state
+  absl::StatusOr<void*> got = absl::UnknownError("not run");
+  std::thread waiter([&] { got = alloc.Allocate(4 * kMiB, 256, attr); });
+  while (alloc.GetStats()->num_retries == 0) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  child.reset();  // destroyed while the call waits
+  waiter.join();  // times out
+  EXPECT_FALSE(got.ok());
+  alloc.DeallocateRaw(hog);
+  EXPECT_TRUE(alloc.Validate().ok()) << alloc.Validate();
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);  // the reservation is back
+  EXPECT_TRUE(root->CreateChild(Named("child")).ok());  // the name is free
+  EXPECT_TRUE(root->Close().ok()) << root->Close();
+}
+
+// From a review: a refusal followed by the on_limit_exceeded retry counted
+// two failures for one allocation, and a retry that succeeded left one.
+TEST_F(AccountTest, FailuresCountOncePerAllocation) {
+  int calls = 0;
+  void* victim = nullptr;
+  AccountOptions o = Named("r", 2 * kMiB);
+  o.on_limit_exceeded = [&](const Account& a, size_t) {
+    ++calls;
+    if (victim == nullptr) return true;  // retries, refused again
+    EXPECT_TRUE(a.allocator()->Deallocate(victim).ok());
+    victim = nullptr;
+    return true;  // retries, served
+  };
+  auto r = *Account::CreateRoot(alloc_.get(), o);
+  victim = *r->Allocate(2 * kMiB);
+  absl::StatusOr<void*> served = r->Allocate(kMiB);  // frees the victim
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(r->GetStats().failures, 0);
+  void* more = *r->Allocate(kMiB);
+  absl::StatusOr<void*> refused = r->Allocate(kMiB);  // refused twice
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(r->GetStats().failures, 1);
+  ASSERT_TRUE(r->Deallocate(*served).ok());
+  ASSERT_TRUE(r->Deallocate(more).ok());
 }
 
 }  // namespace

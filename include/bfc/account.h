@@ -74,10 +74,14 @@ struct AccountOptions {
   // allocation; creation fails if the parent cannot give it). Charges up to
   // it stay in this account. Never rounded. A root's reservation must be 0.
   int64_t reservation_bytes = 0;
-  // Called, with no lock held, when an allocation would pass a limit: the
-  // account whose charge failed and the bytes asked. It may free memory;
-  // returning true retries the allocation once. If it throws, the exception
-  // is logged and the allocation refused, as when it returns false.
+  // Called, with no lock held, when an allocation made through this
+  // account (Account::Allocate, Buffer) would pass a limit: the account
+  // whose charge failed and the bytes asked. It may free memory; returning
+  // true retries the allocation once. If it throws, the exception is logged
+  // and the allocation refused, as when it returns false. Not called for an
+  // allocation the allocator makes with AllocationAttributes::account: that
+  // call returns the refusal at once (the callback may take locks its caller
+  // holds).
   std::function<bool(const Account& account, size_t bytes)> on_limit_exceeded;
 };
 
@@ -87,7 +91,10 @@ struct AccountStats {
   int64_t peak_bytes_in_use = 0;
   int64_t allocations = 0;  // own, since creation
   int64_t frees = 0;        // own, since creation (late ones included)
-  int64_t failures = 0;     // own allocations refused by a limit
+  // Own allocations refused by a limit, once per call (a retry after
+  // on_limit_exceeded, or a limit refusing while the call waited for memory,
+  // is the same allocation).
+  int64_t failures = 0;
   int64_t live_allocations = 0;
   int64_t limit_bytes = kNoAccountLimit;
   int64_t reservation_bytes = 0;
@@ -133,8 +140,10 @@ class Account : public std::enable_shared_from_this<Account> {
   // Moves the charge of `ptr` from its account to `to` (on the same
   // allocator), as one change: ResourceExhausted, changing nothing, if some
   // limit on `to`'s path would be passed with the charge moved. An ancestor
-  // of both counts the bytes once (its use does not change), so it never
-  // refuses a move inside its subtree.
+  // of both counts the bytes once, so its use changes only where a
+  // reservation on the way absorbs them on one side and not the other (a
+  // move out of a reservation into an account without one raises it); only
+  // then can it refuse a move inside its subtree.
   absl::Status TransferOwnership(void* ptr, Account& to);
 
   AccountStats GetStats() const;

@@ -1130,13 +1130,23 @@ class Allocator {
   // The host memory RegisterAccountLocked(st) needs; throws std::bad_alloc.
   void ReserveAccountLocked(const internal::AccountState& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // AllocateOrFail's charge for `account` (checked: of this allocator, not
-  // closed), counting a refusal in its failures. Inline (with the other hot
-  // ones: core/internal/allocator_accounts_inl.h).
-  absl::Status ChargeForAllocationLocked(Account* account, size_t rounded)
+  // AllocateOrFail's charge for an attempt (checked: of this allocator, not
+  // closed). A refusal is counted in the account's failures by the caller,
+  // once per call. Inline (with the other hot ones:
+  // core/internal/allocator_accounts_inl.h).
+  absl::Status ChargeForAllocationLocked(internal::AccountState* st,
+                                         size_t rounded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Its cold part: why the charge failed (nothing changed), counted.
-  absl::Status AccountChargeFailureLocked(Account* account, size_t rounded)
+  // Its cold part: why the charge failed (nothing changed).
+  absl::Status AccountChargeFailureLocked(internal::AccountState* st,
+                                          size_t rounded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Closes `st` if it can be (no open child, no call in progress): its name
+  // is free again and its reservation goes back to its parent. OK, or
+  // FailedPrecondition saying why it stays open. Account::Close, and the
+  // close of an account whose handle went while a call charged to it was in
+  // progress (finished when the call returns).
+  absl::Status CloseAccountLocked(internal::AccountState* st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Charges `bytes` up the tree unless some limit refuses: all or nothing.
   bool TryChargeAccountLocked(internal::AccountState* st, int64_t bytes)

@@ -231,6 +231,9 @@ absl::StatusOr<void*> Account::Allocate(size_t num_bytes, size_t alignment,
     return p;
   }
   if (!retry) return p;
+  // The retry is the same allocation: it counts its own outcome, and the
+  // refusal it follows is not counted twice (a review).
+  state_->failures.fetch_sub(1, std::memory_order_relaxed);
   return allocator_->Allocate(num_bytes, alignment, charged);
 }
 
@@ -307,36 +310,16 @@ absl::Status Account::Close() { return CloseImpl(/*from_destructor=*/false); }
 absl::Status Account::CloseImpl(bool from_destructor) {
   {
     Allocator::Lock lock(allocator_);
-    AccountState& s = *state_;
-    if (!s.closed) {
-      std::vector<std::string> open;
-      for (const AccountState* c : s.children) {
-        if (!c->closed) open.push_back(c->path);
+    absl::Status closed = allocator_->CloseAccountLocked(state_.get());
+    if (!closed.ok()) {
+      // The handle is going while a call charged here is in progress: that
+      // call finishes the close when it returns (a review: the account
+      // stayed open for good, its parent could never close and its name
+      // stayed taken).
+      if (from_destructor && state_->in_flight != 0) {
+        state_->close_when_idle = true;
       }
-      if (!open.empty()) {
-        return absl::FailedPreconditionError(internal::Format(
-            "account '%s' cannot close: %d children are open (%s)", s.path,
-            open.size(), absl::StrJoin(open, ", ")));
-      }
-      // An allocation charged here and still in flight (waiting for another
-      // thread's free to retry) would otherwise complete on a closed account
-      // after Close() said nothing was charged.
-      if (s.pending != 0) {
-        return absl::FailedPreconditionError(internal::Format(
-            "account '%s' cannot close: an allocation charged to it is in "
-            "progress (%s, waiting for memory); close it once that returns",
-            s.path, Bytes(s.pending)));
-      }
-      s.closed = true;
-      if (s.parent != nullptr) s.parent->open_child_names.erase(s.name);
-      // The reservation goes back to the parent; what is still charged
-      // here (leaks) stays charged up the chain until it is freed.
-      const int64_t reservation = s.reservation.exchange(0);
-      const int64_t used = s.used.load();
-      if (s.parent != nullptr && reservation > used) {
-        allocator_->CreditAccountLocked(s.parent.get(), reservation - used);
-      }
-      allocator_->MaybeValidate("Account::Close");
+      return closed;
     }
   }
   // Nothing charged here, nothing to list: a clean close (the common case,

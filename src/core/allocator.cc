@@ -559,43 +559,75 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
     }
     slot = *s;
   }
-  // An account is charged first (what a limit refuses never touches the
-  // pool) and credited again if the allocation fails.
+  // An account is charged by each attempt (what a limit refuses never
+  // touches the pool) and credited again when the attempt fails: a call
+  // waiting for memory holds no charge, so it neither refuses other calls
+  // near the limit (a review: a spurious refusal that no order of the two
+  // calls explains) nor blocks its account's close for longer than the
+  // call. in_flight counts the call meanwhile (Close refuses).
   internal::AccountState* account = nullptr;
+  absl::Status account_refusal;  // the last attempt's, when a limit refused
   if (ABSL_PREDICT_FALSE(attr.account != nullptr)) {
-    absl::Status charged = ChargeForAllocationLocked(attr.account, rounded);
-    if (!charged.ok()) {
-      if (failure != nullptr) *failure = std::move(charged);
-      MaybeValidate("Allocate (account limit)");
+    account = attr.account->state_.get();
+    // Of another allocator or closed: nothing to wait for.
+    if (account->allocator != this || account->closed) {
+      absl::Status refused = AccountChargeFailureLocked(account, rounded);
+      if (failure != nullptr) *failure = std::move(refused);
       return nullptr;
     }
-    account = attr.account->state_.get();
-    account->pending += static_cast<int64_t>(rounded);
+    ++account->in_flight;
   }
-  absl::Cleanup uncharge = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (account != nullptr) {
-      account->pending -= static_cast<int64_t>(rounded);
-      CreditAccountLocked(account, static_cast<int64_t>(rounded));
-      MaybeForgetAccountLocked(account);
+  absl::Cleanup done = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (account == nullptr) return;
+    if (--account->in_flight == 0 && account->close_when_idle &&
+        account->handle == nullptr) {
+      (void)CloseAccountLocked(account);  // see Account::CloseImpl
     }
+    MaybeForgetAccountLocked(account);
   };
   // One attempt; AllocateChunk tags the chunk with the account (the lock
   // is held throughout, so no other call sees alloc_account_).
-  auto attempt = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto attempt = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> void* {
+    if (account != nullptr) {
+      absl::Status charged = ChargeForAllocationLocked(account, rounded);
+      if (!charged.ok()) {
+        account_refusal = std::move(charged);
+        return nullptr;
+      }
+      account_refusal = absl::OkStatus();
+      account->pending += static_cast<int64_t>(rounded);
+    }
     alloc_account_ = account;
     // Also if something below throws: a later allocation must not be tagged
-    // to this account (which may be gone by then).
+    // to this account (which may be gone by then), and the charge goes back.
+    bool placed = false;
     absl::Cleanup forget = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       alloc_account_ = nullptr;
+      // Placed, the chunk's tag took the charge over (TagChunkLocked).
+      if (account != nullptr && !placed) {
+        account->pending -= static_cast<int64_t>(rounded);
+        CreditAccountLocked(account, static_cast<int64_t>(rounded));
+      }
     };
     void* p = AllocateLocked(alignment, num_bytes, rounded, dedicated);
-    if (p != nullptr) account = nullptr;  // charged for good
+    placed = p != nullptr;  // then charged for good
     return p;
+  };
+  // The failure of a call whose last attempt a limit refused: that
+  // refusal, counted once per call in the account's failures.
+  auto refused = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    internal::AddRelaxed(account->failures, 1);
+    if (failure != nullptr) *failure = account_refusal;
+    MaybeValidate("Allocate (account limit)");
+    return nullptr;
   };
   alloc_stream_ = slot;
   alloc_freed_before_ = freed_before;
   void* ptr = attempt();
   if (ptr != nullptr) return ptr;
+  // Refused by a limit before memory was looked for: no wait (TF's retry
+  // waits for memory, not for another caller's charge to go).
+  if (!account_refusal.ok()) return refused();
   absl::Status cause = FailureCauseLocked();
   // Waiting helps only when another thread can make room: by a free or a
   // release of memory this allocator holds. It cannot when the pool is empty
@@ -639,6 +671,8 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
       alloc_freed_before_ = freed_before;
       ptr = attempt();
       if (ptr != nullptr) return ptr;
+      // A limit's refusal ends the call, as on the first attempt.
+      if (!account_refusal.ok()) return refused();
       cause = FailureCauseLocked();
     }
   }

@@ -18,6 +18,7 @@
 #include "absl/base/optimization.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/internal/bin.h"
@@ -82,9 +83,8 @@ void Allocator::RegisterAccountLocked(const std::shared_ptr<AccountState>& st) {
   accounts_on_ = true;
 }
 
-absl::Status Allocator::AccountChargeFailureLocked(Account* account,
+absl::Status Allocator::AccountChargeFailureLocked(AccountState* st,
                                                    size_t rounded) {
-  AccountState* st = account->state_.get();
   if (st->allocator != this) {
     return absl::InvalidArgumentError(internal::Format(
         "Allocator '%s': account '%s' belongs to another allocator", name_,
@@ -94,7 +94,6 @@ absl::Status Allocator::AccountChargeFailureLocked(Account* account,
     return absl::FailedPreconditionError(
         internal::Format("account '%s' is closed", st->path));
   }
-  AddRelaxed(st->failures, 1);
   if (rounded > static_cast<size_t>(kNoAccountLimit)) {
     // More than any account can hold (a use above kNoAccountLimit cannot
     // be counted): refused as past the limit, never cast negative.
@@ -106,6 +105,41 @@ absl::Status Allocator::AccountChargeFailureLocked(Account* account,
     return s;
   }
   return AccountRefusalLocked(st, static_cast<int64_t>(rounded));
+}
+
+absl::Status Allocator::CloseAccountLocked(AccountState* st) {
+  AccountState& s = *st;
+  if (s.closed) return absl::OkStatus();  // idempotent
+  std::vector<std::string> open;
+  for (const AccountState* c : s.children) {
+    if (!c->closed) open.push_back(c->path);
+  }
+  if (!open.empty()) {
+    return absl::FailedPreconditionError(
+        internal::Format("account '%s' cannot close: %d children are open (%s)",
+                         s.path, open.size(), absl::StrJoin(open, ", ")));
+  }
+  // An allocation charged here and still in flight (waiting for another
+  // thread's free to retry) would otherwise complete on a closed account
+  // after Close() said nothing was charged.
+  if (s.in_flight != 0) {
+    return absl::FailedPreconditionError(internal::Format(
+        "account '%s' cannot close: %d allocation(s) charged to it are in "
+        "progress (waiting for memory); close it once they return",
+        s.path, s.in_flight));
+  }
+  s.closed = true;
+  s.close_when_idle = false;
+  if (s.parent != nullptr) s.parent->open_child_names.erase(s.name);
+  // The reservation goes back to the parent; what is still charged here
+  // (leaks) stays charged up the chain until it is freed.
+  const int64_t reservation = s.reservation.exchange(0);
+  const int64_t used = s.used.load();
+  if (s.parent != nullptr && reservation > used) {
+    CreditAccountLocked(s.parent.get(), reservation - used);
+  }
+  MaybeValidate("Account::Close");
+  return absl::OkStatus();
 }
 
 absl::Status Allocator::ChargeAccountLocked(AccountState* st, int64_t bytes) {

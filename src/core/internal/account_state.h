@@ -53,6 +53,13 @@ struct AccountState {
   // chunk): Validate counts them, as it may run in between (check level 2,
   // or another thread while one waits to retry).
   int64_t pending = 0;
+  // Calls charged to this account in progress, waiting for memory between
+  // their attempts included (each attempt charges and, failing, credits
+  // again, so a wait holds no charge): Close refuses meanwhile, since the
+  // call may still succeed; a close refused so because the handle went is
+  // finished when the last of them returns (close_when_idle).
+  int64_t in_flight = 0;
+  bool close_when_idle = false;
   Account* handle = nullptr;  // nullptr once the handle is gone
   // Registered children (open, or closed with something still charged), in
   // creation order until one is forgotten (its place takes the last).

@@ -80,15 +80,14 @@ inline void Allocator::ApplyChargeLocked(internal::AccountState* st,
   }
 }
 
-inline absl::Status Allocator::ChargeForAllocationLocked(Account* account,
-                                                         size_t rounded) {
-  internal::AccountState* st = account->state_.get();
+inline absl::Status Allocator::ChargeForAllocationLocked(
+    internal::AccountState* st, size_t rounded) {
   if (ABSL_PREDICT_TRUE(st->allocator == this && !st->closed &&
                         rounded <= static_cast<size_t>(kNoAccountLimit)) &&
       TryChargeAccountLocked(st, static_cast<int64_t>(rounded))) {
     return absl::OkStatus();
   }
-  return AccountChargeFailureLocked(account, rounded);
+  return AccountChargeFailureLocked(st, rounded);
 }
 
 inline void Allocator::CreditAccountLocked(internal::AccountState* st,
