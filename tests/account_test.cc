@@ -774,7 +774,9 @@ TEST(AccountConcurrencyTest, AWaitingCallHoldsNoCharge) {
   EXPECT_THAT(std::string(waiting.status().message()),
               HasSubstr("would pass the limit of account 'root/a'"));
   EXPECT_EQ(a->GetStats().failures, 1);
-  if (fits.ok()) ASSERT_TRUE(a->Deallocate(*fits).ok());
+  if (fits.ok()) {
+    ASSERT_TRUE(a->Deallocate(*fits).ok());
+  }
   EXPECT_TRUE(alloc.Validate().ok()) << alloc.Validate();
 }
 

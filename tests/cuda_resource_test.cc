@@ -15,8 +15,10 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "bfc/allocator.h"
+#include "bfc/cuda_stream_ops.h"
 #include "bfc/cuda_sub_allocator.h"
 #include "bfc/host_sub_allocator.h"
 #include "bfc/log.h"
@@ -250,6 +252,119 @@ TEST(CudaResourceTest, PinnedMemoryIsHostWritable) {
   EXPECT_EQ(p[4095], 255);
   ref.deallocate(p, 4096, 256);
   EXPECT_EQ(pool.GetStats()->bytes_in_use, 0);
+}
+
+CUstream NewStream() {
+  auto create = bfc::testing::DriverFunction<CUresult (*)(CUstream*, unsigned)>(
+      "cuStreamCreate");
+  CUstream s = nullptr;
+  EXPECT_EQ(create(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  return s;
+}
+
+// From a review: with events, the synchronous allocate handed out memory a
+// stream's work still used (a pinned buffer the host writes while a copy on
+// that stream reads it): it waited for that work only on the legacy stream.
+// Memory from allocate_sync is now ready for the host and any stream: it is
+// the other memory, or the same once the stream's work is done.
+TEST(CudaResourceTest, AllocateSyncNeverGetsMemoryAStreamStillUses) {
+  RequireDevice();
+  if (bfc::testing::GetFake() == nullptr) GTEST_SKIP() << "holds a stream";
+  for (bool pinned : {true, false}) {
+    SCOPED_TRACE(pinned ? "pinned" : "device");
+    std::unique_ptr<bfc::SubAllocator> sub;
+    if (pinned) {
+      sub = std::make_unique<bfc::CudaPinnedSubAllocator>();
+    } else {
+      sub = std::make_unique<bfc::CudaDeviceSubAllocator>(0);
+    }
+    bfc::Allocator pool(std::move(sub), size_t{64} << 20, "events");
+    auto ops = bfc::CudaStreamOps::Create(0);
+    ASSERT_TRUE(ops.ok()) << ops.status();
+    ASSERT_TRUE(pool.SetStreamOps(*std::move(ops)).ok());
+    auto sync_alloc = [&](size_t n) {
+      return pinned ? CudaPinnedResource(pool).allocate_sync(n, 256)
+                    : CudaDeviceResource(pool).allocate_sync(n, 256);
+    };
+    void* warm = sync_alloc(256);
+    ASSERT_NE(warm, nullptr);
+    CUstream s = NewStream();
+    const cuda::stream_ref stream{s};
+    void* p =
+        pinned ? CudaPinnedResource(pool).allocate_async(1 << 20, 256, stream)
+               : CudaDeviceResource(pool).allocate_async(1 << 20, 256, stream);
+    ASSERT_NE(p, nullptr);
+    bfc::testing::GetFake()->hold_stream(s);  // a copy on s still reads p
+    if (pinned) {
+      CudaPinnedResource(pool).deallocate_async(p, 1 << 20, 256, stream);
+    } else {
+      CudaDeviceResource(pool).deallocate_async(p, 1 << 20, 256, stream);
+    }
+    std::atomic<bool> released{false};
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      released = true;
+      bfc::testing::GetFake()->release_stream(s);
+    });
+    // 1 MiB at a time until p comes back (the pool then has no other
+    // fit, or p's stream is done): never before s released it.
+    std::vector<void*> others;
+    while (void* o = sync_alloc(1 << 20)) {
+      if (o == p) {
+        EXPECT_TRUE(released.load()) << "p handed out while s still used it";
+        others.push_back(o);
+        break;
+      }
+      others.push_back(o);
+      if (others.size() > 200) break;
+    }
+    releaser.join();
+    for (void* o : others) {
+      if (pinned) {
+        CudaPinnedResource(pool).deallocate_sync(o, 1 << 20);
+      } else {
+        CudaDeviceResource(pool).deallocate_sync(o, 1 << 20);
+      }
+    }
+    pool.DeallocateRaw(warm);
+    EXPECT_TRUE(pool.Validate().ok()) << pool.Validate();
+  }
+}
+
+// From a review: cudaStreamPerThread is one handle for a different stream on
+// each thread. Memory one thread freed on its stream was reused by another
+// thread's at once, with no event and no wait. Its frees now synchronize
+// the calling thread's stream first, and its allocations are ready for any
+// stream.
+TEST(CudaResourceTest, ThePerThreadStreamIsNotOneStream) {
+  RequireDevice();
+  if (bfc::testing::GetFake() == nullptr) GTEST_SKIP() << "counts calls";
+  bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),
+                      size_t{64} << 20, "per-thread");
+  auto ops = bfc::CudaStreamOps::Create(0);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_TRUE(pool.SetStreamOps(*std::move(ops)).ok());
+  CudaDeviceResource mr(pool);
+  const cuda::stream_ref per_thread{cudaStreamPerThread};
+  void* p = nullptr;
+  long syncs = 0;
+  std::thread a([&] {
+    p = mr.allocate_async(1 << 20, 256, per_thread);
+    const long before =
+        bfc::testing::GetFake()->call_count("cuStreamSynchronize");
+    mr.deallocate_async(p, 1 << 20, 256, per_thread);
+    syncs = bfc::testing::GetFake()->call_count("cuStreamSynchronize") - before;
+  });
+  a.join();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(syncs, 1);  // thread a's stream, before the memory went back
+  void* q = nullptr;
+  std::thread b([&] { q = mr.allocate_async(1 << 20, 256, per_thread); });
+  b.join();
+  ASSERT_NE(q, nullptr);
+  mr.deallocate_sync(q, 1 << 20);
+  EXPECT_EQ(pool.GetStats()->bytes_in_use, 0);
+  EXPECT_TRUE(pool.Validate().ok()) << pool.Validate();
 }
 
 }  // namespace

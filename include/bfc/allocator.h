@@ -133,6 +133,13 @@ struct AllocationAttributes {
   // allocator), as Account::Allocate does: ResourceExhausted naming the
   // account when one of its limits refuses it. Not owned.
   Account* account = nullptr;
+  // The memory is used at once by the host or by any stream, as memory from
+  // cudaMalloc is (the CCCL resources' synchronous allocate): memory that
+  // stream work may still use (freed on a stream, not yet known complete)
+  // is handed out only after the host has waited for that work
+  // (StreamOps::SynchronizeEvent), never through a wait on a stream. When
+  // that wait fails, the call fails rather than hand out memory in use.
+  bool host_ready = false;
 };
 
 class Allocator {
@@ -371,7 +378,7 @@ class Allocator {
   // freed_by_func (an account is charged by AllocateChargedFast).
   static bool FastPathAttributes(const AllocationAttributes& attr) {
     return !attr.dedicated && attr.stream == kImplicitStream &&
-           attr.freed_by_func == nullptr;
+           attr.freed_by_func == nullptr && !attr.host_ready;
   }
   // AllocateFast charged to `st` (inside its reservation the charge stays
   // there; above it, each level is charged as AllocateOrFail does); nullptr
@@ -1060,6 +1067,8 @@ class Allocator {
       ABSL_GUARDED_BY(mutex_);
   // The stream of the allocation in progress.
   StreamSlot alloc_stream_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Its AllocationAttributes::host_ready.
+  bool alloc_host_ready_ ABSL_GUARDED_BY(mutex_) = false;
   StreamStats stream_stats_ ABSL_GUARDED_BY(mutex_);
   absl::Status stream_error_ ABSL_GUARDED_BY(mutex_);
   size_t total_region_allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -47,6 +47,15 @@
 //     it (a cuStreamWaitEvent, no host block);
 //   * deallocate_async(ptr, bytes, alignment, stream) is DeallocateOnStream:
 //     it returns at once; the memory is fenced by `stream`'s work.
+//   * the synchronous allocate / allocate_sync return memory usable at once
+//     by the host and by any stream, as cudaMalloc's is
+//     (AllocationAttributes::host_ready): memory another stream's work may
+//     still use is handed out only after the host waited for that work;
+//   * cudaStreamPerThread names a different stream on each thread, which
+//     events recorded later cannot tell apart: allocate_async on it is the
+//     synchronous allocate, and deallocate_async on it synchronizes the
+//     calling thread's stream first, as without events. cudaStreamLegacy is
+//     the legacy default stream (0).
 // Over an allocator without events the resource cannot learn when another
 // stream's work is done, so it falls back to what it did before streams:
 // deallocate_async FIRST SYNCHRONIZES THE STREAM (CudaStreamSynchronize) and
@@ -130,7 +139,13 @@ class BasicCudaResource {
               " memory, this resource needs " + MemoryTypeName(kMemoryType));
       return nullptr;
     }
-    return allocator_->AllocateRaw(alignment, bytes);
+    // Usable at once by the host and by any stream, as cudaMalloc's memory
+    // is: memory a stream's work may still use is handed out only after the
+    // host has waited for that work (a review: a synchronous allocation got
+    // memory a copy on another stream still read).
+    AllocationAttributes attr;
+    attr.host_ready = allocator_->HasStreamOps();
+    return allocator_->AllocateRaw(alignment, bytes, attr);
   }
   // `bytes` and `alignment` are not needed (the allocator knows the chunk).
   void deallocate(
@@ -146,8 +161,11 @@ class BasicCudaResource {
                        cuda::stream_ref stream) {
     if (!allocator_->HasStreamOps()) return allocate(bytes, alignment);
     if (!Serves(*allocator_)) return allocate(bytes, alignment);  // logs
+    // cudaStreamPerThread names another stream on each thread: memory for
+    // it is ready for any stream (see the header comment).
+    if (stream.get() == cudaStreamPerThread) return allocate(bytes, alignment);
     AllocationAttributes attr;
-    attr.stream = static_cast<StreamId>(stream.get());
+    attr.stream = Canonical(stream);
     return allocator_->AllocateRaw(alignment, bytes, attr);
   }
   void* allocate_async(size_t bytes, cuda::stream_ref stream) {
@@ -159,10 +177,14 @@ class BasicCudaResource {
   void deallocate_async(void* ptr, size_t bytes, size_t alignment,
                         cuda::stream_ref stream) noexcept {
     if (ptr == nullptr) return;
-    if (allocator_->HasStreamOps()) {
+    // cudaStreamPerThread: this thread's stream, which no event recorded
+    // later on the same handle could name from another thread (a review:
+    // one thread's per-thread stream reused another's memory with no wait):
+    // synchronized now, as without events.
+    if (allocator_->HasStreamOps() && stream.get() != cudaStreamPerThread) {
       // A foreign pointer is counted by the allocator (and logged here).
-      const absl::Status s = allocator_->DeallocateOnStream(
-          ptr, static_cast<StreamId>(stream.get()));
+      const absl::Status s =
+          allocator_->DeallocateOnStream(ptr, Canonical(stream));
       if (!s.ok()) {
         Log(LogSeverity::kError,
             std::string("bfc::BasicCudaResource: ") + std::string(s.message()));
@@ -210,6 +232,14 @@ class BasicCudaResource {
   }
 
   // --- equality and properties ---------------------------------------------
+
+  // The allocator's name for `stream`: cudaStreamLegacy is the legacy
+  // default stream, which the driver calls (and kImplicitStream) name 0.
+  static StreamId Canonical(cuda::stream_ref stream) {
+    return stream.get() == cudaStreamLegacy
+               ? kImplicitStream
+               : static_cast<StreamId>(stream.get());
+  }
 
   friend bool operator==(const BasicCudaResource& a,
                          const BasicCudaResource& b) noexcept {

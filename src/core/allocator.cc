@@ -431,6 +431,7 @@ ABSL_ATTRIBUTE_NOINLINE void* Allocator::AllocateFastSlow(size_t alignment,
   // it waits unlocked (the retry wait, its freed_by_func, its OOM report),
   // and its freed_by_func bound would narrow this search to a worse fit.
   alloc_stream_ = 0;
+  alloc_host_ready_ = false;
   alloc_freed_before_ = 0;
   // Host memory ran short: AllocateLocked grows the tables first.
   if (slow_paths_ & kShortPath) return nullptr;
@@ -622,6 +623,7 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
     return nullptr;
   };
   alloc_stream_ = slot;
+  alloc_host_ready_ = attr.host_ready;
   alloc_freed_before_ = freed_before;
   void* ptr = attempt();
   if (ptr != nullptr) return ptr;
@@ -668,6 +670,7 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
         mutex_.Lock();
       }
       alloc_stream_ = slot;  // another thread's call may have set them
+      alloc_host_ready_ = attr.host_ready;
       alloc_freed_before_ = freed_before;
       ptr = attempt();
       if (ptr != nullptr) return ptr;
@@ -876,6 +879,18 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     }
   }
   if (h == kInvalidChunkHandle) return nullptr;
+  if (ABSL_PREDICT_FALSE(alloc_host_ready_) && chunks_[h].fence != 0 &&
+      !FenceComplete(chunks_[h].fence)) {
+    // Used at once by the host or any stream (AllocationAttributes::
+    // host_ready): the host waits for the work that may still use it. A
+    // stream wait, or this stream's own order, would not keep the host or
+    // another stream off it (a review: a pinned buffer the host writes
+    // while a copy on another stream still reads it).
+    if (!SynchronizeFence(chunks_[h].fence).ok()) {
+      InsertFreeChunkIntoBin(h);
+      return nullptr;
+    }
+  }
   return AllocateChunk(h, alignment, rounded, num_bytes);
 }
 
