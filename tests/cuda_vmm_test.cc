@@ -248,6 +248,78 @@ TEST_F(CudaVmmTest, APageThatWillNotUnmapIsRetriedLater) {
   EXPECT_EQ(Driver(), before);
 }
 
+// From a review: pages that would not unmap stayed on the device but no
+// longer counted against the allocator's limit (the device held twice the
+// limit); a physical page whose cuMemRelease failed was lost for good,
+// uncounted. Both are now UnreturnedBytes, held against the limit, and
+// retried until they go.
+TEST_F(CudaVmmTest, PagesThatCannotGoBackCountAgainstTheLimit) {
+  BFC_REQUIRE_FAKE_CUDA();
+  for (const char* call : {"cuMemUnmap", "cuMemRelease"}) {
+    SCOPED_TRACE(call);
+    GetFake()->reset();
+    testing::LogCapture log;
+    auto owned = std::make_unique<CudaVmmSubAllocator>(0, SmallRange());
+    CudaVmmSubAllocator* sub = owned.get();
+    Allocator::Options o;
+    o.growth_policy = GrowthPolicy::kSameAsRequested;
+    o.allow_retry_on_failure = false;
+    Allocator a(std::move(owned), 4 * kPage, "vmm", o);
+    void* p = a.AllocateRaw(256, 4 * kPage);
+    ASSERT_NE(p, nullptr);
+    a.DeallocateRaw(p);
+    // The driver refuses for a while (the next 400 calls).
+    for (int i = 0; i < 400; ++i) {
+      GetFake()->fail_call(call, 1, CUDA_ERROR_UNKNOWN);
+    }
+    a.ReleaseFreeRegions();
+    EXPECT_EQ(sub->counters().stuck_pages + sub->counters().unreleased_pages,
+              4);
+    // The limit holds on the device: nothing more fits.
+    EXPECT_EQ(a.AllocateRaw(256, kPage), nullptr);
+    EXPECT_LE(GetFake()->vmm_physical_bytes(0), 4 * kPage);
+    EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+    // Each ask tries them again; once the driver gives them up, the limit
+    // is whole again.
+    int tries = 0;
+    while (sub->UnreturnedBytes() > 0 && tries < 400) ++tries;
+    EXPECT_LT(tries, 400);
+    void* q = a.AllocateRaw(256, 4 * kPage);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(sub->UnreturnedBytes(), 0u);
+    EXPECT_LE(GetFake()->vmm_physical_bytes(0), 4 * kPage);
+    a.DeallocateRaw(q);
+    a.ReleaseFreeRegions();
+    EXPECT_EQ(GetFake()->vmm_live_handles(0), 0);
+  }
+}
+
+// From a review: a range whose page table the host cannot hold threw
+// std::bad_alloc out of the constructor and left the range reserved. The
+// table is made first; without it, nothing is reserved and the
+// sub-allocator is unavailable, saying why.
+TEST_F(CudaVmmTest, APageTableTooLargeForTheHostReservesNothing) {
+  BFC_REQUIRE_FAKE_CUDA();
+  GetFake()->set_vmm_granularity(4096);
+  CudaVmmSubAllocator::Options o;
+  o.page_bytes = 4096;
+  o.address_bytes = size_t{1} << 47;  // 2^35 pages: 512 GiB of table
+  bool threw = false;
+  {
+    try {
+      CudaVmmSubAllocator sub(0, o);
+      EXPECT_EQ(sub.Availability().code(), absl::StatusCode::kResourceExhausted)
+          << sub.Availability();
+      EXPECT_THAT(std::string(sub.Availability().message()),
+                  HasSubstr("page table"));
+    } catch (...) {
+      threw = true;
+    }
+  }
+  EXPECT_FALSE(threw);
+  EXPECT_EQ(GetFake()->vmm_reserved_bytes(), 0u);
+}
+
 TEST_F(CudaVmmTest, UnavailableWithoutVmmSupportOrDevice) {
   BFC_REQUIRE_FAKE_CUDA();
   GetFake()->set_vmm_supported(0, 0);

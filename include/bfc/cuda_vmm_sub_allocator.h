@@ -73,8 +73,10 @@ class CudaVmmSubAllocator : public SubAllocator {
     int64_t synchronizes = 0;
     int64_t failed_allocs = 0;   // Allocs that failed and were rolled back
     int64_t stuck_pages = 0;     // mapped pages that would not unmap (now)
-    int64_t leaked_handles = 0;  // handles cuMemRelease refused
-    size_t mapped_bytes = 0;     // handed out now
+    int64_t leaked_handles = 0;  // cuMemRelease calls that failed (ever)
+    // Physical pages whose release failed, kept and retried (now).
+    int64_t unreleased_pages = 0;
+    size_t mapped_bytes = 0;  // handed out now
     size_t peak_mapped_bytes = 0;
     size_t reserved_bytes = 0;  // the address range
     size_t page_bytes = 0;
@@ -103,6 +105,9 @@ class CudaVmmSubAllocator : public SubAllocator {
   bool SupportsCoalescing() const override { return true; }
   size_t PartialFreeBytes() const override;
   size_t ReservedAddressBytes() const override;
+  // Stuck pages and unreleased physical pages (Counters), after one more
+  // try to give them back.
+  size_t UnreturnedBytes() override;
   MemoryType GetMemoryType() const override { return MemoryType::kDevice; }
   absl::Status Availability() const override;
   absl::Status CheckHeldRegions(
@@ -126,8 +131,11 @@ class CudaVmmSubAllocator : public SubAllocator {
   // pages that will not unmap become kStuck. Returns pages unmapped.
   size_t UnmapPagesLocked(size_t first, size_t n)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Retries stuck pages (after a synchronize).
+  // Retries stuck pages (after a synchronize) and unreleased handles.
   void RetryStuckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // cuMemRelease of `handle`; kept in unreleased_ when it fails.
+  void ReleaseHandleLocked(unsigned long long handle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // cuCtxSynchronize in the device's context when asked for; false (logged)
   // when it failed.
   bool SynchronizeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -143,6 +151,9 @@ class CudaVmmSubAllocator : public SubAllocator {
 
   mutable internal::Mutex mu_;
   std::vector<Page> pages_ ABSL_GUARDED_BY(mu_);
+  // Handles whose cuMemRelease failed: retried with the stuck pages and at
+  // destruction (a review: each failure lost a physical page for good).
+  std::vector<unsigned long long> unreleased_ ABSL_GUARDED_BY(mu_);
   Counters counters_ ABSL_GUARDED_BY(mu_);
 };
 

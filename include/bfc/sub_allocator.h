@@ -114,6 +114,14 @@ class SubAllocator {
   // default. Reported beside the pool's bytes as va_reserved_bytes.
   virtual size_t ReservedAddressBytes() const;
 
+  // Device memory still held for blocks its allocator gave back (Free
+  // returned) that could not be given back yet, and may be later: VMM pages
+  // that would not unmap, physical pages whose release failed. The
+  // allocator asks before it grows and counts them against its memory limit
+  // until they go; an implementation may try once more to give them back
+  // first (else a limit they fill would never see them go). 0 by default.
+  virtual size_t UnreturnedBytes();
+
   virtual MemoryType GetMemoryType() const;
 
   // OK when Alloc can succeed in principle; otherwise why no Alloc ever will,

@@ -1504,9 +1504,19 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
                        ChunkHandle* dedicated, ChunkHandle* binned) {
   if (sub_allocator_ == nullptr) return false;
   // What a failed Free left with the sub-allocator counts too: it may
-  // still hold it (sub_allocator.h).
-  const size_t held = total_region_allocated_bytes_ +
+  // still hold it; and so does what it could not give back yet
+  // (SubAllocator::UnreturnedBytes: a review saw VMM pages that would not
+  // unmap let the device hold twice the limit).
+  size_t unreturned = 0;
+  std::string ignored;
+  (void)internal::CallUserCodeDeferringLogs(
+      &deferred_logs_, [&] { unreturned = sub_allocator_->UnreturnedBytes(); },
+      &ignored);
+  const size_t ours = total_region_allocated_bytes_ +
                       static_cast<size_t>(sub_failures_.bytes_abandoned);
+  const size_t held = unreturned > std::numeric_limits<size_t>::max() - ours
+                          ? std::numeric_limits<size_t>::max()
+                          : ours + unreturned;
   size_t available = memory_limit_ > held ? memory_limit_ - held : 0;
   // A sub-allocator of pages hands out whole pages, each aligned to a page:
   // the limit holds whole pages only.

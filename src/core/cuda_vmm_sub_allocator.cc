@@ -163,6 +163,24 @@ void CudaVmmSubAllocator::Init(const Options& options) {
     return;
   }
   address = internal::AlignUp(std::max(address, page), page);
+  // The page table first: without the host memory for it the range is not
+  // reserved (a review: std::bad_alloc left the constructor, and the
+  // reservation leaked).
+  std::vector<Page> table;
+  try {
+    table.assign(address / page, Page());
+  } catch (...) {
+    status_ = absl::Status(absl::StatusCode::kResourceExhausted, "");
+    try {
+      status_ = absl::ResourceExhaustedError(internal::Format(
+          "%s: the host has no memory for the page table of %d pages (%d "
+          "bytes of address space in pages of %d); set a smaller "
+          "address_bytes or larger page_bytes",
+          Who(), address / page, address, page));
+    } catch (...) {
+    }
+    return;
+  }
   CUdeviceptr base = 0;
   r = d.MemAddressReserve(&base, address, page, 0, 0);
   if (r != CUDA_SUCCESS) {
@@ -181,7 +199,7 @@ void CudaVmmSubAllocator::Init(const Options& options) {
   page_bytes_ = page;
   num_pages_ = address / page;
   MutexLock lock(&mu_);
-  pages_.assign(num_pages_, Page());
+  pages_.swap(table);
   counters_.reserved_bytes = address;
   counters_.page_bytes = page;
 }
@@ -206,6 +224,18 @@ CudaVmmSubAllocator::~CudaVmmSubAllocator() {
       if (pages_[i].state != PageState::kUnmapped) (void)UnmapPagesLocked(i, 1);
     }
   }
+  if (!unreleased_.empty()) {
+    std::vector<unsigned long long> retry;
+    retry.swap(unreleased_);
+    counters_.unreleased_pages = 0;
+    for (unsigned long long h : retry) ReleaseHandleLocked(h);
+    if (!unreleased_.empty()) {
+      Log(LogSeverity::kError,
+          internal::Format("%s: %d physical pages could not be released at "
+                           "destruction",
+                           Who(), unreleased_.size()));
+    }
+  }
   ScopedPrimaryContext scoped(d, device_ordinal_);
   const CUresult r = d.MemAddressFree(DevPtr(base_), num_pages_ * page_bytes_);
   if (r != CUDA_SUCCESS) {
@@ -221,6 +251,14 @@ size_t CudaVmmSubAllocator::PartialFreeBytes() const { return page_bytes_; }
 
 size_t CudaVmmSubAllocator::ReservedAddressBytes() const {
   return base_ == 0 ? 0 : num_pages_ * page_bytes_;
+}
+
+size_t CudaVmmSubAllocator::UnreturnedBytes() {
+  MutexLock lock(&mu_);
+  RetryStuckLocked();
+  return static_cast<size_t>(counters_.stuck_pages +
+                             counters_.unreleased_pages) *
+         page_bytes_;
 }
 
 absl::Status CudaVmmSubAllocator::CheckHeldRegions(
@@ -305,15 +343,9 @@ size_t CudaVmmSubAllocator::UnmapPagesLocked(size_t first, size_t n) {
                        "; the page is kept out of use and retried later"));
       continue;
     }
-    const CUresult rr = d.MemRelease(p.handle);
-    if (rr != CUDA_SUCCESS) {
-      // The address is free again; the physical page is the driver's to
-      // reclaim (it is unmapped, so nothing reaches it).
-      ++counters_.leaked_handles;
-      Log(LogSeverity::kError,
-          absl::StrCat(Who(), ": ", d.CallError("cuMemRelease", rr).message(),
-                       " (one page of physical memory may be lost)"));
-    }
+    // The address is free again either way; a physical page whose release
+    // failed is kept and retried.
+    ReleaseHandleLocked(p.handle);
     if (p.state == PageState::kStuck) {
       --counters_.stuck_pages;
     } else {
@@ -326,7 +358,29 @@ size_t CudaVmmSubAllocator::UnmapPagesLocked(size_t first, size_t n) {
   return unmapped;
 }
 
+void CudaVmmSubAllocator::ReleaseHandleLocked(unsigned long long handle) {
+  const CudaDriver& d = **CudaDriver::Get();
+  const CUresult r = d.MemRelease(handle);
+  if (r == CUDA_SUCCESS) return;
+  ++counters_.leaked_handles;
+  try {
+    unreleased_.push_back(handle);
+    ++counters_.unreleased_pages;
+    Log(LogSeverity::kError,
+        absl::StrCat(Who(), ": ", d.CallError("cuMemRelease", r).message(),
+                     " (the physical page is kept and its release retried)"));
+  } catch (...) {
+    // No host memory to keep it: that page is lost to this process.
+  }
+}
+
 void CudaVmmSubAllocator::RetryStuckLocked() {
+  if (!unreleased_.empty()) {
+    std::vector<unsigned long long> retry;
+    retry.swap(unreleased_);
+    counters_.unreleased_pages = 0;
+    for (unsigned long long h : retry) ReleaseHandleLocked(h);
+  }
   if (counters_.stuck_pages == 0) return;
   if (!SynchronizeLocked()) return;
   for (size_t i = 0; i < num_pages_ && counters_.stuck_pages > 0; ++i) {
@@ -402,7 +456,7 @@ void* CudaVmmSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     if (r != CUDA_SUCCESS) {
       failure = StatusText(d.CallError(
           internal::Format("cuMemMap(%#x, %d bytes)", a, page_bytes_), r));
-      if (d.MemRelease(h) != CUDA_SUCCESS) ++counters_.leaked_handles;
+      ReleaseHandleLocked(h);
       break;
     }
     pages_[first + mapped].handle = h;

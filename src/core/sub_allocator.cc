@@ -69,6 +69,8 @@ size_t SubAllocator::PartialFreeBytes() const { return 0; }
 
 size_t SubAllocator::ReservedAddressBytes() const { return 0; }
 
+size_t SubAllocator::UnreturnedBytes() { return 0; }
+
 absl::Status SubAllocator::CheckHeldRegions(
     const std::vector<std::pair<uintptr_t, uintptr_t>>& /*regions*/) const {
   return absl::OkStatus();
