@@ -137,8 +137,11 @@ struct AllocationAttributes {
   // cudaMalloc is (the CCCL resources' synchronous allocate): memory that
   // stream work may still use (freed on a stream, not yet known complete)
   // is handed out only after the host has waited for that work
-  // (StreamOps::SynchronizeEvent), never through a wait on a stream. When
-  // that wait fails, the call fails rather than hand out memory in use.
+  // (StreamOps::SynchronizeEvent), never through a wait on a stream. While
+  // only the implicit stream has been used (its frees carry no fence), the
+  // host waits for that stream. When the wait fails (or the memory's stream
+  // was forgotten without its event), fresh memory is taken instead; without
+  // it the call fails with the cause rather than hand out memory in use.
   bool host_ready = false;
 };
 
@@ -480,6 +483,12 @@ class Allocator {
   [[nodiscard]] bool Extend(size_t alignment, size_t rounded_bytes,
                             ChunkHandle* dedicated = nullptr,
                             ChunkHandle* binned = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Makes free chunk `h` safe for the host and every stream
+  // (AllocationAttributes::host_ready): the host waits for the work that may
+  // still use it. The StreamOps failure, or FailedPrecondition for memory
+  // whose stream was forgotten without its event.
+  absl::Status MakeHostReady(ChunkHandle h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // release_before_extend and pool_release_threshold, before the pool grows
   // by `grown` bytes: fully free regions, then (release_partial_regions)

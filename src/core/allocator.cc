@@ -879,19 +879,58 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     }
   }
   if (h == kInvalidChunkHandle) return nullptr;
-  if (ABSL_PREDICT_FALSE(alloc_host_ready_) && chunks_[h].fence != 0 &&
-      !FenceComplete(chunks_[h].fence)) {
-    // Used at once by the host or any stream (AllocationAttributes::
-    // host_ready): the host waits for the work that may still use it. A
-    // stream wait, or this stream's own order, would not keep the host or
-    // another stream off it (a review: a pinned buffer the host writes
-    // while a copy on another stream still reads it).
-    if (!SynchronizeFence(chunks_[h].fence).ok()) {
+  if (ABSL_PREDICT_FALSE(alloc_host_ready_)) {
+    const absl::Status ready = MakeHostReady(h);
+    if (!ready.ok()) {
       InsertFreeChunkIntoBin(h);
-      return nullptr;
+      // Fresh memory instead (in multi-stream mode a new region joins only
+      // neighbours whose work is done, see Extend): a chunk that cannot be
+      // shown safe (a stream forgotten without its event, a failing
+      // StreamOps) failed requests the pool had room for (a review). Without
+      // it the call fails with the cause, not as out of memory.
+      ChunkHandle grown = kInvalidChunkHandle;
+      if (!multi_stream_ || !Extend(alignment, rounded, nullptr, &grown) ||
+          chunks_[grown].size < rounded) {
+        if (extend_error_.ok()) extend_error_ = ready;
+        return nullptr;
+      }
+      RemoveFreeChunkFromBin(grown);
+      h = grown;
     }
   }
   return AllocateChunk(h, alignment, rounded, num_bytes);
+}
+
+absl::Status Allocator::MakeHostReady(ChunkHandle h) {
+  // Used at once by the host or any stream (AllocationAttributes::
+  // host_ready): the host waits for the work that may still use it. A
+  // stream wait, or this stream's own order, would not keep the host or
+  // another stream off it (a review: a pinned buffer the host writes while
+  // a copy on another stream still reads it).
+  if (multi_stream_) {
+    const uint64_t fence = chunks_[h].fence;
+    if (fence == 0 || FenceComplete(fence)) return absl::OkStatus();
+    if (FenceDead(fence)) {
+      return absl::FailedPreconditionError(
+          "the memory's stream was forgotten without its last event");
+    }
+    return SynchronizeFence(fence);
+  }
+  // One stream so far: frees carry no fence, so any free chunk may still be
+  // used by work on the implicit stream (a review: 0 waits, and the host
+  // wrote memory a kernel used). The host waits for that stream.
+  if (stream_ops_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<StreamOps::Event> e = CallRecordEvent(kImplicitStream);
+  if (!e.ok()) {
+    StreamOpFailed(e.status());
+    return e.status();
+  }
+  ++stream_stats_.events_recorded;
+  ++stream_stats_.synchronizations;
+  absl::Status s = CallSynchronizeEvent(*e);
+  if (!s.ok()) StreamOpFailed(s);
+  CallReleaseEvent(*e);
+  return s;
 }
 
 Allocator::ChunkHandle Allocator::FindChunkAcrossStreams(size_t alignment,
@@ -1713,8 +1752,37 @@ bool Allocator::Extend(size_t alignment, size_t rounded_bytes,
                   AddressOf(mem), usable, 0, -1);
     }
   }
-  // The new region may have room for waiters too.
-  const ChunkHandle joined = TryToCoalesce(h);
+  // The new region may have room for waiters too. With several streams it
+  // joins only free neighbours safe for the stream that grew it: joined to
+  // memory another
+  // stream still uses, it took that fence, and the stream that grew the pool
+  // could not use what it grew (a review: each retry grew the pool again, up
+  // to the limit). The others join it once their fence completes
+  // (MergeDeferred).
+  ChunkHandle joined = h;
+  if (ABSL_PREDICT_FALSE(multi_stream_)) {
+    for (const ChunkHandle n : {chunks_[h].next, chunks_[h].prev}) {
+      if (n == kInvalidChunkHandle || chunks_[n].in_use()) continue;
+      const uint64_t f = chunks_[n].fence;
+      // Safe for the stream that grew (its own pending frees, in its
+      // order) is fine too, unless the memory is for the host (host_ready).
+      if (!FenceComplete(f) &&
+          (alloc_host_ready_ || !FenceSafeFor(f, alloc_stream_))) {
+        continue;
+      }
+      const bool after = n == chunks_[joined].next;
+      if (!(after ? MayMerge(joined, n) : MayMerge(n, joined))) continue;
+      RemoveFreeChunkFromBin(n);
+      if (after) {
+        Merge(joined, n);
+      } else {
+        Merge(n, joined);
+        joined = n;
+      }
+    }
+  } else {
+    joined = TryToCoalesce(h);
+  }
   BinFreeChunk(joined, "Extend");
   if (binned != nullptr) *binned = joined;
   return true;
