@@ -1357,4 +1357,87 @@ TEST_F(CApiTest, ForgetStreamWithoutStreams) {
   EXPECT_THAT(LastError(), HasSubstr("out of range"));
 }
 
+// From a review of bfc_dump_snapshot: a replaced file kept mode 0644 only
+// (a private 0600 file came back world-readable) and a new one ignored the
+// umask; a FIFO with a slow reader got a truncated snapshot (non-blocking
+// writes failed after 64 KiB); /dev/fd/N of a pipe was refused as "a
+// symlink that leads nowhere".
+TEST_F(CApiTest, SnapshotFilesKeepTheirModeAndTheUmask) {
+  Configure("backend:host,memory_limit:64MiB");
+  void* p = lib_.malloc(1000, 0, kNoStream);
+  ASSERT_NE(p, nullptr) << LastError();
+  std::string dir = ::testing::TempDir() + "/c_api_mode_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string path = dir + "/private.pickle";
+  {
+    std::ofstream out(path);
+    out << "secret";
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  ASSERT_EQ(lib_.dump_snapshot(0, path.c_str()), 0) << LastError();
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const mode_t old = umask(077);
+  const std::string fresh = dir + "/fresh.pickle";
+  const int rc = lib_.dump_snapshot(0, fresh.c_str());
+  umask(old);
+  ASSERT_EQ(rc, 0) << LastError();
+  ASSERT_EQ(stat(fresh.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0077, 0u) << std::oct << (st.st_mode & 0777);
+  (void)unlink(path.c_str());
+  (void)unlink(fresh.c_str());
+  (void)rmdir(dir.c_str());
+  lib_.free(p, 0, 0, kNoStream);
+}
+
+TEST_F(CApiTest, SnapshotToAFifoWithASlowReaderIsWhole) {
+  Configure("backend:host,memory_limit:64MiB");
+  ASSERT_EQ(lib_.record_memory_history(0, 100000), 0) << LastError();
+  for (int i = 0; i < 3000; ++i) {  // a snapshot well over 64 KiB
+    void* p = lib_.malloc(1000, 0, kNoStream);
+    ASSERT_NE(p, nullptr);
+    lib_.free(p, 0, 0, kNoStream);
+  }
+  std::string dir = ::testing::TempDir() + "/c_api_fifo_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int rfd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(rfd, 0);
+  ASSERT_EQ(fcntl(rfd, F_SETFL, 0), 0);  // blocking reads
+  std::string got;
+  std::thread reader([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // slow
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(rfd, buf, sizeof buf)) > 0) got.append(buf, n);
+  });
+  const int rc = lib_.dump_snapshot(0, fifo.c_str());
+  const std::string error = LastError();
+  reader.join();
+  close(rfd);
+  EXPECT_EQ(rc, 0) << error;
+  ASSERT_GT(got.size(), size_t{65536});
+  EXPECT_EQ(got.back(), '.') << "the reader got a truncated pickle";
+  (void)unlink(fifo.c_str());
+  (void)rmdir(dir.c_str());
+}
+
+TEST_F(CApiTest, SnapshotToDevFdOfAPipe) {
+  Configure("backend:host,memory_limit:64MiB");
+  void* p = lib_.malloc(1000, 0, kNoStream);
+  ASSERT_NE(p, nullptr);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const std::string path = "/dev/fd/" + std::to_string(fds[1]);
+  EXPECT_EQ(lib_.dump_snapshot(0, path.c_str()), 0) << LastError();
+  char first[2] = {0, 0};
+  close(fds[1]);
+  EXPECT_EQ(read(fds[0], first, 2), 2);
+  EXPECT_EQ(std::string(first, 2), std::string("\x80\x04", 2));
+  close(fds[0]);
+  lib_.free(p, 0, 0, kNoStream);
+}
+
 }  // namespace

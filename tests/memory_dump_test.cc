@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/base/attributes.h"
+#include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/report/memory_dump_json.h"
 #include "bfc/units.h"
@@ -597,4 +598,49 @@ TEST(MemoryDumpTest, SummaryOfAccountsWithImpossibleParents) {
 }
 
 }  // namespace
+// Whether `s` is well-formed UTF-8 (no check of overlong forms).
+bool IsUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80           ? 1
+                     : (c >> 5) == 0x6  ? 2
+                     : (c >> 4) == 0xE  ? 3
+                     : (c >> 3) == 0x1E ? 4
+                                        : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+// From a review: a long account name was cut inside a character, so the
+// summary was not UTF-8.
+TEST(MemoryDumpTest, SummaryCutsLongNamesAtACharacter) {
+  Allocator a(std::make_unique<FakeSubAllocator>(FakeSubAllocator::Options{}),
+              size_t{1} << 30, "utf8");
+  AccountOptions ao;
+  ao.name = "a";
+  for (int i = 0; i < 20; ++i) ao.name += "\xc3\xbc";  // u with umlaut
+  auto root = Account::CreateRoot(&a, ao);
+  ASSERT_TRUE(root.ok()) << root.status();
+  const std::string summary = a.MemorySummary();
+  EXPECT_THAT(summary, HasSubstr("a\xc3\xbc"));
+  EXPECT_THAT(summary, HasSubstr("..."));
+  EXPECT_TRUE(IsUtf8(summary)) << summary;
+}
+
+// From a review: a request past the largest roundable size wrapped to 256 B
+// in the log's "Bin for" line.
+TEST(MemoryDumpTest, TheLogOfAHugeRequestDoesNotWrap) {
+  Allocator a(std::make_unique<FakeSubAllocator>(FakeSubAllocator::Options{}),
+              size_t{1} << 30, "huge");
+  const std::string log = a.MemoryLog(std::numeric_limits<size_t>::max());
+  EXPECT_THAT(log, Not(HasSubstr("Bin for 256B")));
+  EXPECT_THAT(log, Not(HasSubstr("Bin for 256 B")));
+  EXPECT_THAT(log, HasSubstr("Bin for 16.00 EiB"));
+}
+
 }  // namespace bfc

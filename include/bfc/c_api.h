@@ -309,9 +309,11 @@ BFC_C_API int bfc_record_memory_history(int device, size_t max_entries);
  * allocation sites when record_allocation_sites is on) and the recorded
  * history (bfc/pytorch_snapshot.h has the mapping). Written to a
  * temporary file beside `path` and renamed into place, so a failure leaves
- * any earlier file whole; a symlink is written through (its target is
- * replaced, not the link), and a device or FIFO is written to in place,
- * never replaced (a FIFO without a reader fails at once). Returns 0, or -1
+ * any earlier file whole, with its permissions (a new file gets 0666 less
+ * the umask); a symlink is written through (its target is replaced, not the
+ * link), and a device, FIFO or pipe (/dev/stdout, /dev/fd/N) is written to
+ * in place, never replaced (a FIFO without a reader fails at once; a slow
+ * reader is waited for). Returns 0, or -1
  * (NULL or empty path, bad device, a device never used, a file that cannot be
  * written; see bfc_last_error()).
  */

@@ -28,6 +28,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -227,8 +228,7 @@ void SetError(std::string message) { t_last_error = std::move(message); }
 // truncated file where a good one was. The tools' WriteFileAtomically
 // (tools/tool_io.cc) also removes its temporary file on a signal; a library
 // inside another program's process must not take over its signal handlers,
-// so this one only cleans up on the errors it sees. Mode 0644 (reading the
-// umask is not thread-safe).
+// so this one only cleans up on the errors it sees.
 absl::Status WriteAllTo(int fd, std::string_view data) {
   size_t done = 0;
   while (done < data.size()) {
@@ -242,9 +242,40 @@ absl::Status WriteAllTo(int fd, std::string_view data) {
 
 absl::Status WriteFileAtomically(const std::string& named_path,
                                  std::string_view data) {
-  // A symlink is written through, not replaced by a file of its own.
-  std::string path = named_path;
   struct stat st;
+  // A device or a pipe (/dev/null, a FIFO, /dev/stdout or /dev/fd/N on a
+  // pipe) is written to, never replaced: renaming over it would put a
+  // regular file in its place (as root, over /dev/null for everyone).
+  // stat() follows a symlink: /dev/fd/N of a pipe leads to no path, which
+  // realpath() refused (a review).
+  if (stat(named_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::InternalError(absl::StrCat(named_path, ": is a directory"));
+    }
+    // Never waits for a FIFO's reader to appear (O_NONBLOCK fails at once
+    // without one); once open, the writes block for a slow reader (they
+    // failed after 64 KiB, leaving the reader a truncated file: a review).
+    const int fd = open(named_path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+      return absl::InternalError(absl::StrCat(
+          named_path, ": cannot open for writing: ", std::strerror(errno)));
+    }
+    const int flags = fcntl(fd, F_GETFL);
+    absl::Status s = absl::OkStatus();
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      s = absl::InternalError(std::strerror(errno));
+    }
+    if (s.ok()) s = WriteAllTo(fd, data);
+    if (close(fd) != 0 && s.ok()) s = absl::InternalError(std::strerror(errno));
+    if (!s.ok()) {
+      return absl::InternalError(
+          absl::StrCat(named_path, ": cannot write: ", s.message()));
+    }
+    return absl::OkStatus();
+  }
+  // A symlink to a file is written through, not replaced by a file of its
+  // own.
+  std::string path = named_path;
   if (lstat(named_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     char* resolved = realpath(named_path.c_str(), nullptr);
     if (resolved == nullptr) {
@@ -255,34 +286,25 @@ absl::Status WriteFileAtomically(const std::string& named_path,
     path = resolved;
     std::free(resolved);
   }
-  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode)) {
-      return absl::InternalError(absl::StrCat(named_path, ": is a directory"));
-    }
-    // A device or a pipe (/dev/null, a FIFO) is written to, never replaced:
-    // renaming over it would put a regular file in its place (as root, over
-    // /dev/null for everyone). Never waits for a FIFO's reader.
-    const int fd = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::InternalError(absl::StrCat(
-          named_path, ": cannot open for writing: ", std::strerror(errno)));
-    }
-    absl::Status s = WriteAllTo(fd, data);
-    if (close(fd) != 0 && s.ok()) s = absl::InternalError(std::strerror(errno));
-    if (!s.ok()) {
-      return absl::InternalError(
-          absl::StrCat(named_path, ": cannot write: ", s.message()));
-    }
-    return absl::OkStatus();
-  }
+  // A file replaced keeps its permissions; a new one gets 0666 less the
+  // umask, applied by the kernel (reading the umask is not thread-safe).
+  // It used to be 0644 always: a private file came back world-readable (a
+  // review).
+  struct stat target;
+  const bool replacing = stat(path.c_str(), &target) == 0;
   const size_t slash = path.rfind('/');
   const std::string dir =
-      slash == std::string::npos ? "." : path.substr(0, slash + 1);
+      slash == std::string::npos ? "" : path.substr(0, slash + 1);
   const std::string base =
       slash == std::string::npos ? path : path.substr(slash + 1);
-  std::string tmp = absl::StrCat(dir, slash == std::string::npos ? "/." : ".",
-                                 base, ".tmp-XXXXXX");
-  const int fd = mkstemp(tmp.data());
+  std::string tmp;
+  int fd = -1;
+  std::random_device entropy;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmp = absl::StrCat(dir, ".", base, ".tmp-", entropy(), "-", getpid());
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) {
     return absl::InternalError(absl::StrCat(
         path,
@@ -296,7 +318,9 @@ absl::Status WriteFileAtomically(const std::string& named_path,
         absl::StrCat(path, ": ", what, ": ", std::strerror(e)));
   };
   if (!WriteAllTo(fd, data).ok()) return fail("cannot write");
-  if (fchmod(fd, 0644) != 0) return fail("cannot set permissions");
+  if (replacing && fchmod(fd, target.st_mode & 07777) != 0) {
+    return fail("cannot set permissions");
+  }
   if (fsync(fd) != 0) return fail("cannot flush to disk");
   if (close(fd) != 0) {
     const int e = errno;

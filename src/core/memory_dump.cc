@@ -130,7 +130,10 @@ std::string FormatMemoryLog(const MemoryDump& d, size_t num_bytes,
         HumanReadableBytes(b.requested_bytes_in_use));
   }
   if (num_bytes > 0) {
-    const size_t rounded = internal::RoundedBytes(num_bytes);
+    // A request past the largest roundable size (which would wrap to 256 B)
+    // is reported as that size (a review: "Bin for 256 B" for SIZE_MAX).
+    const size_t rounded = internal::RoundedBytes(
+        std::min(num_bytes, internal::kMaxRoundableBytes));
     const internal::BinNum bin = internal::BinNumForSize(rounded);
     internal::AppendFormat(&out, "Bin for %s was %s, Chunk State: \n",
                            HumanReadableBytes(rounded),
@@ -283,7 +286,16 @@ std::string FormatMemorySummary(const MemoryDump& d) {
               ? std::string("none")
               : HumanReadableBytes(static_cast<uint64_t>(a.limit_bytes)),
           a.closed ? ", closed" : "", ")");
-      if (name.size() > 33) name = name.substr(0, 30) + "...";
+      if (name.size() > 33) {
+        // Cut at a character boundary: names are UTF-8 (cutting inside a
+        // character made the summary invalid UTF-8: a review).
+        size_t cut = 30;
+        while (cut > 0 &&
+               (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) {
+          --cut;
+        }
+        name = name.substr(0, cut) + "...";
+      }
       row(name, HumanReadableBytes(static_cast<uint64_t>(a.bytes_in_use)),
           HumanReadableBytes(static_cast<uint64_t>(a.peak_bytes_in_use)));
     }
