@@ -12,6 +12,7 @@
 #include "absl/base/attributes.h"
 #include "bfc/account.h"
 #include "bfc/allocator.h"
+#include "bfc/pytorch_snapshot.h"
 #include "bfc/report/memory_dump_json.h"
 #include "bfc/units.h"
 #include "gmock/gmock.h"
@@ -641,6 +642,32 @@ TEST(MemoryDumpTest, TheLogOfAHugeRequestDoesNotWrap) {
   EXPECT_THAT(log, Not(HasSubstr("Bin for 256B")));
   EXPECT_THAT(log, Not(HasSubstr("Bin for 256 B")));
   EXPECT_THAT(log, HasSubstr("Bin for 16.00 EiB"));
+}
+
+// From a review: a partial release (pages inside a free chunk given back)
+// was written as a "segment_free" of an address no segment starts at, so the
+// snapshot's trace did not replay into its own segments. Regions that change
+// shape are written as expandable segments (segment_map / segment_unmap).
+TEST(MemoryDumpTest, APartialReleaseIsASegmentUnmapInTheSnapshot) {
+  FakeSubAllocator::Options so;
+  so.partial_free_bytes = 4096;
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  o.release_partial_regions = true;
+  Allocator a(std::make_unique<FakeSubAllocator>(so), size_t{1} << 30,
+              "partial", o);
+  a.RecordMemoryHistory(1000);
+  void* keep = a.AllocateRaw(256, 256);
+  ASSERT_NE(keep, nullptr);
+  ASSERT_GT(a.ReleaseFreeMemory(), 0u);
+  ASSERT_TRUE(a.Validate().ok()) << a.Validate();
+  const std::string pickle =
+      PyTorchSnapshotPickle(a.RecordMemoryMap(), a.GetMemoryHistory().events);
+  EXPECT_NE(pickle.find("segment_unmap"), std::string::npos);
+  EXPECT_NE(pickle.find("segment_map"), std::string::npos);
+  EXPECT_EQ(pickle.find("segment_free"), std::string::npos);
+  EXPECT_EQ(pickle.find("segment_alloc"), std::string::npos);
+  a.DeallocateRaw(keep);
 }
 
 }  // namespace bfc

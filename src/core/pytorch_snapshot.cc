@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -281,9 +282,31 @@ void WriteEntry(PickleWriter& w, std::string_view action, uint64_t address,
 // True when memory was joined to a region during the history: the
 // allocator's sub-allocator coalesces, and its regions are written as
 // PyTorch writes expandable segments.
+// Whether regions change shape in `events`: they grow, or lose part of
+// themselves (a partial release is a kRegionFree inside a region taken in
+// the window; written as a "segment_free" of an address no segment starts
+// at, the trace did not replay: a review).
 bool RegionsGrow(const std::vector<MemoryEvent>& events) {
+  std::map<uint64_t, uint64_t> regions;  // address -> size, seen taken
   for (const MemoryEvent& e : events) {
-    if (e.action == MemoryEvent::Action::kRegionExtend) return true;
+    switch (e.action) {
+      case MemoryEvent::Action::kRegionExtend:
+        return true;
+      case MemoryEvent::Action::kRegionAlloc:
+        regions[e.address] = e.size;
+        break;
+      case MemoryEvent::Action::kRegionFree: {
+        auto it = regions.upper_bound(e.address);
+        if (it == regions.begin()) break;  // taken before the window
+        --it;
+        if (e.address - it->first >= it->second) break;  // likewise
+        if (it->first != e.address || it->second != e.size) return true;
+        regions.erase(it);
+        break;
+      }
+      default:
+        break;
+    }
   }
   return false;
 }
