@@ -31,15 +31,22 @@ const StreamId kA = S(1), kB = S(2);
 // launched on it is ordered after what the host learnt (SynchronizeEvent).
 const StreamId kHost = S(999);
 
+// Every reuse rule on (internal dependencies as asked), no retry wait.
+Allocator::Options Rules(bool internal_dependencies = true) {
+  Allocator::Options o;
+  o.reuse_follow_dependencies = true;
+  o.reuse_allow_opportunistic = true;
+  o.reuse_allow_internal_dependencies = internal_dependencies;
+  o.allow_retry_on_failure = false;
+  return o;
+}
+
+// An allocator on the simulated device.
 struct Rig {
-  explicit Rig(Allocator::Options o = Allocator::Options(),
-               size_t limit = 64 * kMiB) {
-    o.reuse_follow_dependencies = true;
-    o.reuse_allow_opportunistic = true;
-    o.reuse_allow_internal_dependencies = true;
-    o.allow_retry_on_failure = false;
+  explicit Rig(const Allocator::Options& o = Rules()) {
     auto sub = std::make_unique<VirtualSubAllocator>(size_t{1} << 30);
-    alloc = std::make_unique<Allocator>(std::move(sub), limit, "host-ready", o);
+    alloc =
+        std::make_unique<Allocator>(std::move(sub), 64 * kMiB, "host-ready", o);
     auto ops = std::make_unique<FakeStreamOps>();
     dev = ops.get();
     EXPECT_TRUE(alloc->SetStreamOps(std::move(ops)).ok());
@@ -47,6 +54,28 @@ struct Rig {
   std::unique_ptr<Allocator> alloc;
   FakeStreamOps* dev = nullptr;
 };
+
+// 1 MiB used on stream A and freed there, the implicit stream made to wait
+// for A: the memory is safe for the implicit stream's work, not yet for the
+// host.
+void FreeOnAWaitedForByTheImplicitStream(Rig& r) {
+  absl::StatusOr<void*> p = r.alloc->AllocateOnStream(kA, 1 * kMiB);
+  ASSERT_TRUE(p.ok());
+  r.dev->Allocated(*p, kMiB);
+  r.dev->Use(*p, kMiB, kA);
+  r.dev->Freed(*p);
+  ASSERT_TRUE(r.alloc->DeallocateOnStream(*p, kA).ok());
+  r.dev->Wait(kImplicitStream, kA);
+  ASSERT_TRUE(r.alloc->NotifyStreamWait(kImplicitStream, kA).ok());
+}
+
+// ... and A forgotten without its last event (the dead-stream rule).
+void ForgetAWithoutItsEvent(Rig& r) {
+  r.dev->FailEveryNthCall(1);
+  EXPECT_FALSE(r.alloc->ForgetStream(kA).ok());
+  r.dev->FailEveryNthCall(0);
+  r.dev->DestroyStream(kA);
+}
 
 // Only the implicit stream so far: frees carry no fence, and a host_ready
 // allocation got memory a kernel still used, with no wait.
@@ -96,18 +125,8 @@ TEST(HostReadyTest, SeveralStreamsTheHostWaitsForTheFence) {
 TEST(HostReadyTest, MemoryOfAForgottenStreamIsPassedOver) {
   testing::QuietLog quiet;
   Rig r;
-  absl::StatusOr<void*> p = r.alloc->AllocateOnStream(kA, 1 * kMiB);
-  ASSERT_TRUE(p.ok());
-  r.dev->Allocated(*p, kMiB);
-  r.dev->Use(*p, kMiB, kA);
-  r.dev->Freed(*p);
-  ASSERT_TRUE(r.alloc->DeallocateOnStream(*p, kA).ok());
-  r.dev->Wait(kImplicitStream, kA);
-  ASSERT_TRUE(r.alloc->NotifyStreamWait(kImplicitStream, kA).ok());
-  r.dev->FailEveryNthCall(1);
-  EXPECT_FALSE(r.alloc->ForgetStream(kA).ok());  // dead-stream rule
-  r.dev->FailEveryNthCall(0);
-  r.dev->DestroyStream(kA);
+  FreeOnAWaitedForByTheImplicitStream(r);
+  ForgetAWithoutItsEvent(r);
   AllocationAttributes attr;
   attr.host_ready = true;
   for (int i = 0; i < 3; ++i) {
@@ -127,14 +146,7 @@ TEST(HostReadyTest, MemoryOfAForgottenStreamIsPassedOver) {
 TEST(HostReadyTest, AWaitThatFailsTakesFreshMemory) {
   testing::QuietLog quiet;
   Rig r;
-  absl::StatusOr<void*> p = r.alloc->AllocateOnStream(kA, 1 * kMiB);
-  ASSERT_TRUE(p.ok());
-  r.dev->Allocated(*p, kMiB);
-  r.dev->Use(*p, kMiB, kA);
-  r.dev->Freed(*p);
-  ASSERT_TRUE(r.alloc->DeallocateOnStream(*p, kA).ok());
-  r.dev->Wait(kImplicitStream, kA);
-  ASSERT_TRUE(r.alloc->NotifyStreamWait(kImplicitStream, kA).ok());
+  FreeOnAWaitedForByTheImplicitStream(r);
   r.dev->Hold(kA);  // a long kernel: SynchronizeEvent refuses (fake)
   AllocationAttributes attr;
   attr.host_ready = true;
@@ -146,26 +158,13 @@ TEST(HostReadyTest, AWaitThatFailsTakesFreshMemory) {
 // And with the retry on, such a call does not wait out retry_timeout.
 TEST(HostReadyTest, MemoryOfAForgottenStreamNeverMakesACallWait) {
   testing::QuietLog quiet;
-  Allocator::Options o;
-  o.reuse_follow_dependencies = true;
-  o.reuse_allow_opportunistic = true;
-  o.reuse_allow_internal_dependencies = true;
+  Allocator::Options o = Rules();
   o.allow_retry_on_failure = true;
   o.retry_timeout = absl::Milliseconds(500);
-  auto sub = std::make_unique<VirtualSubAllocator>(size_t{1} << 30);
-  Allocator alloc(std::move(sub), 64 * kMiB, "retry", o);
-  auto ops = std::make_unique<FakeStreamOps>();
-  FakeStreamOps* dev = ops.get();
-  ASSERT_TRUE(alloc.SetStreamOps(std::move(ops)).ok());
-  absl::StatusOr<void*> p = alloc.AllocateOnStream(kA, 1 * kMiB);
-  ASSERT_TRUE(p.ok());
-  ASSERT_TRUE(alloc.DeallocateOnStream(*p, kA).ok());
-  dev->Wait(kImplicitStream, kA);
-  ASSERT_TRUE(alloc.NotifyStreamWait(kImplicitStream, kA).ok());
-  dev->FailEveryNthCall(1);
-  EXPECT_FALSE(alloc.ForgetStream(kA).ok());
-  dev->FailEveryNthCall(0);
-  dev->DestroyStream(kA);
+  Rig r(o);
+  Allocator& alloc = *r.alloc;
+  FreeOnAWaitedForByTheImplicitStream(r);
+  ForgetAWithoutItsEvent(r);
   AllocationAttributes attr;
   attr.host_ready = true;
   const absl::Time t0 = absl::Now();
@@ -176,28 +175,27 @@ TEST(HostReadyTest, MemoryOfAForgottenStreamNeverMakesACallWait) {
   if (q.ok()) (void)alloc.Deallocate(*q);
 }
 
+// 1 MiB used by a kernel on stream A (still running when `hold`), freed
+// there.
+void FreeOnA(Rig& r, bool hold) {
+  absl::StatusOr<void*> a = r.alloc->AllocateOnStream(kA, 1 * kMiB);
+  ASSERT_TRUE(a.ok());
+  r.dev->Allocated(*a, kMiB);
+  r.dev->Use(*a, kMiB, kA);
+  if (hold) r.dev->Hold(kA);
+  r.dev->Freed(*a);
+  ASSERT_TRUE(r.alloc->DeallocateOnStream(*a, kA).ok());
+}
+
 // A region grown for stream B next to a free chunk still pending on stream
 // A joined that chunk and took its fence: B could not use what it grew, and
 // each retry grew the pool again, up to the limit.
 TEST(GrownRegionTest, NewMemoryDoesNotJoinMemoryAStreamStillUses) {
   testing::QuietLog quiet;
-  Allocator::Options o;
-  o.reuse_follow_dependencies = true;
-  o.reuse_allow_opportunistic = true;
-  o.reuse_allow_internal_dependencies = false;
-  o.allow_retry_on_failure = false;
-  auto sub = std::make_unique<VirtualSubAllocator>(size_t{1} << 30);
-  Allocator alloc(std::move(sub), 64 * kMiB, "absorb", o);
-  auto ops = std::make_unique<FakeStreamOps>();
-  FakeStreamOps* dev = ops.get();
-  ASSERT_TRUE(alloc.SetStreamOps(std::move(ops)).ok());
-  absl::StatusOr<void*> a = alloc.AllocateOnStream(kA, 1 * kMiB);
-  ASSERT_TRUE(a.ok());
-  dev->Allocated(*a, kMiB);
-  dev->Use(*a, kMiB, kA);
-  dev->Hold(kA);  // a long kernel
-  dev->Freed(*a);
-  ASSERT_TRUE(alloc.DeallocateOnStream(*a, kA).ok());
+  Rig r(Rules(/*internal_dependencies=*/false));
+  Allocator& alloc = *r.alloc;
+  FakeStreamOps* dev = r.dev;
+  FreeOnA(r, /*hold=*/true);  // a long kernel
   for (int i = 0; i < 4; ++i) {
     absl::StatusOr<void*> b = alloc.AllocateOnStream(kB, 1 * kMiB);
     EXPECT_TRUE(b.ok()) << "attempt " << i << ": " << b.status();
@@ -215,22 +213,10 @@ TEST(GrownRegionTest, NewMemoryDoesNotJoinMemoryAStreamStillUses) {
 // The same, A not held: the new memory serves B with no host wait.
 TEST(GrownRegionTest, NewMemoryNeedsNoHostWait) {
   testing::QuietLog quiet;
-  Allocator::Options o;
-  o.reuse_follow_dependencies = true;
-  o.reuse_allow_opportunistic = true;
-  o.reuse_allow_internal_dependencies = false;
-  o.allow_retry_on_failure = false;
-  auto sub = std::make_unique<VirtualSubAllocator>(size_t{1} << 30);
-  Allocator alloc(std::move(sub), 64 * kMiB, "absorb", o);
-  auto ops = std::make_unique<FakeStreamOps>();
-  FakeStreamOps* dev = ops.get();
-  ASSERT_TRUE(alloc.SetStreamOps(std::move(ops)).ok());
-  absl::StatusOr<void*> a = alloc.AllocateOnStream(kA, 1 * kMiB);
-  ASSERT_TRUE(a.ok());
-  dev->Allocated(*a, kMiB);
-  dev->Use(*a, kMiB, kA);
-  dev->Freed(*a);
-  ASSERT_TRUE(alloc.DeallocateOnStream(*a, kA).ok());
+  Rig r(Rules(/*internal_dependencies=*/false));
+  Allocator& alloc = *r.alloc;
+  FakeStreamOps* dev = r.dev;
+  FreeOnA(r, /*hold=*/false);
   absl::StatusOr<void*> b = alloc.AllocateOnStream(kB, 1 * kMiB);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(dev->counters().syncs, 0);

@@ -133,6 +133,8 @@ class CudaVmmSubAllocator : public SubAllocator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Retries stuck pages (after a synchronize) and unreleased handles.
   void RetryStuckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the handles kept in unreleased_ once more.
+  void RetryUnreleasedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // cuMemRelease of `handle`; kept in unreleased_ when it fails.
   void ReleaseHandleLocked(unsigned long long handle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

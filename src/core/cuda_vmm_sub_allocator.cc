@@ -225,10 +225,7 @@ CudaVmmSubAllocator::~CudaVmmSubAllocator() {
     }
   }
   if (!unreleased_.empty()) {
-    std::vector<unsigned long long> retry;
-    retry.swap(unreleased_);
-    counters_.unreleased_pages = 0;
-    for (unsigned long long h : retry) ReleaseHandleLocked(h);
+    RetryUnreleasedLocked();
     if (!unreleased_.empty()) {
       Log(LogSeverity::kError,
           internal::Format("%s: %d physical pages could not be released at "
@@ -374,13 +371,15 @@ void CudaVmmSubAllocator::ReleaseHandleLocked(unsigned long long handle) {
   }
 }
 
+void CudaVmmSubAllocator::RetryUnreleasedLocked() {
+  std::vector<unsigned long long> retry;
+  retry.swap(unreleased_);
+  counters_.unreleased_pages = 0;
+  for (unsigned long long h : retry) ReleaseHandleLocked(h);
+}
+
 void CudaVmmSubAllocator::RetryStuckLocked() {
-  if (!unreleased_.empty()) {
-    std::vector<unsigned long long> retry;
-    retry.swap(unreleased_);
-    counters_.unreleased_pages = 0;
-    for (unsigned long long h : retry) ReleaseHandleLocked(h);
-  }
+  if (!unreleased_.empty()) RetryUnreleasedLocked();
   if (counters_.stuck_pages == 0) return;
   if (!SynchronizeLocked()) return;
   for (size_t i = 0; i < num_pages_ && counters_.stuck_pages > 0; ++i) {
