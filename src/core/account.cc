@@ -199,6 +199,11 @@ Account::~Account() {
   (void)CloseImpl(/*from_destructor=*/true);
   Allocator::Lock lock(allocator_);
   state_->handle = nullptr;
+  // A call in flight refused the close above; if it returned since, the
+  // close is made here, else that call makes it when it returns.
+  if (!state_->closed && state_->in_flight == 0) {
+    (void)allocator_->CloseAccountLocked(state_.get());
+  }
   allocator_->MaybeForgetAccountLocked(state_.get());
 }
 
@@ -311,16 +316,11 @@ absl::Status Account::CloseImpl(bool from_destructor) {
   {
     Allocator::Lock lock(allocator_);
     absl::Status closed = allocator_->CloseAccountLocked(state_.get());
-    if (!closed.ok()) {
-      // The handle is going while a call charged here is in progress: that
-      // call finishes the close when it returns (a review: the account
-      // stayed open for good, its parent could never close and its name
-      // stayed taken).
-      if (from_destructor && state_->in_flight != 0) {
-        state_->close_when_idle = true;
-      }
-      return closed;
-    }
+    // Refused while the handle is going because a call charged here is in
+    // progress: that call finishes the close when it returns (a review: the
+    // account stayed open for good, its parent could never close and its
+    // name stayed taken). See ~Account and Allocator::AllocateOrFail.
+    if (!closed.ok()) return closed;
   }
   // Nothing charged here, nothing to list: a clean close (the common case,
   // one per request in a server) does not walk every chunk.

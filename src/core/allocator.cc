@@ -580,9 +580,11 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
   }
   absl::Cleanup done = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (account == nullptr) return;
-    if (--account->in_flight == 0 && account->close_when_idle &&
-        account->handle == nullptr) {
-      (void)CloseAccountLocked(account);  // see Account::CloseImpl
+    // The last call in flight on an account whose handle is gone makes the
+    // close the handle's destruction could not (see ~Account).
+    if (--account->in_flight == 0 && account->handle == nullptr &&
+        !account->closed) {
+      (void)CloseAccountLocked(account);
     }
     MaybeForgetAccountLocked(account);
   };

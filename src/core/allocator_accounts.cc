@@ -129,7 +129,6 @@ absl::Status Allocator::CloseAccountLocked(AccountState* st) {
         s.path, s.in_flight));
   }
   s.closed = true;
-  s.close_when_idle = false;
   if (s.parent != nullptr) s.parent->open_child_names.erase(s.name);
   // The reservation goes back to the parent; what is still charged here
   // (leaks) stays charged up the chain until it is freed.

@@ -57,9 +57,8 @@ struct AccountState {
   // their attempts included (each attempt charges and, failing, credits
   // again, so a wait holds no charge): Close refuses meanwhile, since the
   // call may still succeed; a close refused so because the handle went is
-  // finished when the last of them returns (close_when_idle).
+  // finished when the last of them returns.
   int64_t in_flight = 0;
-  bool close_when_idle = false;
   Account* handle = nullptr;  // nullptr once the handle is gone
   // Registered children (open, or closed with something still charged), in
   // creation order until one is forgotten (its place takes the last).
