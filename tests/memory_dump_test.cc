@@ -192,6 +192,31 @@ TEST(MemoryDumpTest, JsonRoundTripsEveryField) {
   }
 }
 
+// A retry_timeout set in code can be negative (no wait), infinite or past
+// what the JSON reader takes; its dump must still read back, with a timeout
+// that behaves the same.
+TEST(MemoryDumpTest, TimeoutsSetInCodeReadBack) {
+  const struct {
+    absl::Duration timeout;
+    double seconds;
+  } cases[] = {
+      {absl::Seconds(-5), 0},
+      {absl::InfiniteDuration(), 1e12},
+      {absl::Seconds(1e15), 1e12},
+      {absl::Seconds(2.5), 2.5},
+  };
+  for (const auto& c : cases) {
+    Allocator::Options o = NoRetry();
+    o.retry_timeout = c.timeout;
+    auto alloc = Make(4 * kMiB, o);
+    const std::string json = MemoryDumpToJson(alloc->RecordMemoryMap(), -1);
+    absl::StatusOr<MemoryDump> back = MemoryDumpFromJson(json);
+    ASSERT_TRUE(back.ok()) << c.timeout << ": " << back.status();
+    EXPECT_EQ(back->options.retry_timeout, absl::Seconds(c.seconds))
+        << c.timeout;
+  }
+}
+
 TEST(MemoryDumpTest, StatsJsonRoundTripsIncludingUnsetOptionals) {
   AllocatorStats s;
   s.num_allocs = 7;

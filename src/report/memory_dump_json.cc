@@ -4,6 +4,7 @@
 // exceptions never leave this file.
 #include "bfc/report/memory_dump_json.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -53,6 +54,11 @@ T ReadStat(const json& j, const std::string& path, const char* key) {
   }
 }
 
+// A duration is written as seconds under "<name>_seconds", at most this
+// many: absl::Duration holds about 2^63 s, but nobody means a timeout near
+// that, and %f of 1e300 would be 300 digits.
+constexpr double kMaxJsonSeconds = 1e12;
+
 // A duration is written as seconds under "<name>_seconds".
 std::string JsonKey(const OptionField& f) {
   return f.kind == OptionKind::kDuration ? absl::StrCat(f.name, "_seconds")
@@ -79,7 +85,12 @@ json OptionsToJsonValue(const AllocatorOptions& o) {
       case OptionKind::kDuration: {
         absl::Duration d;
         (void)absl::ParseDuration(text, &d);
-        out[JsonKey(f)] = absl::ToDoubleSeconds(d);
+        // The reader takes [0, kMaxJsonSeconds]. A value set in code can lie
+        // outside (negative: no wait; infinite, or past 31,000 years: wait
+        // for good); written clamped, it reads back as the same behaviour
+        // (JSON has no infinity: nlohmann writes it as null).
+        out[JsonKey(f)] =
+            std::clamp(absl::ToDoubleSeconds(d), 0.0, kMaxJsonSeconds);
         break;
       }
       case OptionKind::kBytes: {
@@ -122,9 +133,7 @@ AllocatorOptions OptionsFromJsonValue(const json& j, const std::string& path) {
         break;
       case OptionKind::kDuration: {
         const double seconds = internal::CheckedGet<double>(value, what);
-        // absl::Duration holds about 2^63 s; anything near that is no
-        // timeout anyone means, and %f of 1e300 would be 300 digits.
-        if (!(seconds >= 0 && seconds <= 1e12)) {
+        if (!(seconds >= 0 && seconds <= kMaxJsonSeconds)) {
           internal::FieldError(absl::StrCat(path, ".", key),
                                absl::StrCat("is out of range [0, 1e12] (got ",
                                             value.dump(), ")"));
