@@ -431,6 +431,9 @@ class Registry {
   }
 
   void Reset() ABSL_LOCKS_EXCLUDED(mu_) {
+    // Deleted after the registry's lock, as `doomed` goes: a destructor logs
+    // (leaks) through the user's sink, which may call bfc_* and so take it.
+    std::array<std::unique_ptr<Allocator>, BFC_MAX_DEVICES> doomed;
     internal::MutexLock lock(&mu_);
     for (size_t device = 0; device < allocators_.size(); ++device) {
       Allocator* a =
@@ -441,7 +444,7 @@ class Registry {
       accounts_[device].clear();
       if (a == nullptr) continue;
       if (!accounts_alive) {
-        delete a;
+        doomed[device].reset(a);
         continue;
       }
       // An account's destruction locks its allocator (a review: destroying
