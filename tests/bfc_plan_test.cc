@@ -127,6 +127,18 @@ TEST_F(BfcPlanTest, SummaryJsonNeverOverwritesATrace) {
   EXPECT_EQ(Slurp(notes), "not a trace\n");
 }
 
+// From a review: a report standard output could not take went missing with
+// exit status 0 and no message.
+TEST_F(BfcPlanTest, StandardOutputThatCannotBeWrittenIsAnError) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
+  const std::string trace = Write("small.csv", ::bfc::testing::kSmallTrace);
+  for (const char* extra : {"", " --summary-json -"}) {
+    std::string err;
+    EXPECT_EQ(RunIntoFullDevice("'" + trace + "'" + extra, &err), 1) << extra;
+    EXPECT_THAT(err, HasSubstr("cannot write to standard output")) << extra;
+  }
+}
+
 TEST_F(BfcPlanTest, FailedRunLeavesTheOutputAlone) {
   const std::string out = Write("plan.json", "precious");
   const std::string bad = Write("bad.csv",

@@ -96,7 +96,8 @@ TEST_F(BfcReplayTest, FailedAllocationsExitWith3) {
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_THAT(r.out, Not(HasSubstr("failures          0\n")));
-  EXPECT_THAT(r.out, HasSubstr("frees of failed allocations skipped"));
+  EXPECT_THAT(r.out,
+              HasSubstr("frees of failed or 0-byte allocations skipped"));
   EXPECT_THAT(r.err, HasSubstr("allocations failed (exit status 3)"));
 
   // --quiet: nothing but the exit status (no summary, no OOM reports).
@@ -620,6 +621,76 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return n;
     });
+
+// From a review: bfc-replay took expandable_segments:True (PyTorch's
+// spelling of backend:vmm) and replayed on the default backend.
+TEST_F(BfcReplayTest, ExpandableSegmentsInTheConfSelectsTheVmmBackend) {
+  for (const std::string& env :
+       {std::string(),
+        std::string("BFC_ALLOC_CONF=expandable_segments:True")}) {
+    Result r = Run(
+        env.empty() ? "--conf expandable_segments:True --verbose" : "--verbose",
+        env);
+    ASSERT_TRUE(r.exited) << r.err;
+    if (r.code == 0) {  // a driver (the fake one, or a GPU) serves it
+      EXPECT_THAT(r.err, HasSubstr("backend vmm")) << env;
+    } else {
+      EXPECT_EQ(r.code, 2) << env << "\n" << r.err;
+      EXPECT_THAT(r.err, HasSubstr("no CUDA device")) << env;
+    }
+    EXPECT_THAT(r.err, Not(HasSubstr("backend virtual"))) << env;
+  }
+}
+
+// From a review: a report standard output could not take (a full disk, a
+// closed pipe) went missing with exit status 0 and no message.
+TEST_F(BfcReplayTest, StandardOutputThatCannotBeWrittenIsAnError) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
+  const std::string trace = Write("small.csv", kSmallTrace);
+  for (const char* extra :
+       {"", " --plan", " --summary-json -", " --compare-policies"}) {
+    std::string err;
+    EXPECT_EQ(RunIntoFullDevice("'" + trace + "'" + extra, &err), 1) << extra;
+    EXPECT_THAT(err, HasSubstr("standard output")) << extra;
+  }
+}
+
+// From a review: a symlink that leads nowhere yet was replaced by the output
+// instead of creating the file it names.
+TEST_F(BfcReplayTest, AnOutputThroughALinkThatLeadsNowhereCreatesItsTarget) {
+  const std::string trace = Write("small.csv", kSmallTrace);
+  const std::string target = File("target.json");
+  const std::string link = File("link.json");
+  ASSERT_EQ(symlink("target.json", link.c_str()), 0);
+  Result r = Run("'" + trace + "' --quiet --summary-json '" + link + "'");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 0) << r.err;
+  struct stat st;
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_THAT(Slurp(target), HasSubstr("\"footprint\""));
+}
+
+// From a review: a planner error under --plan returned before the summary of
+// the replay, which had run, was written.
+TEST_F(BfcReplayTest, APlannerErrorStillWritesTheReplaysSummary) {
+  // One allocation the planner refuses (its total passes 2^62 bytes); the
+  // replay runs, and fails it.
+  const std::string trace = Write("huge.csv",
+                                  "Thread,Time,Action,Pointer,Size,Stream\n"
+                                  "1,0,allocate,0x100,18446744073709551360,0\n"
+                                  "1,0,free,0x100,18446744073709551360,0\n");
+  const std::string summary = File("summary.json");
+  Result r =
+      Run("'" + trace + "' --plan --quiet --summary-json '" + summary + "'");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--plan: "));
+  const nlohmann::json j = nlohmann::json::parse(Slurp(summary), nullptr,
+                                                 /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << Slurp(summary);
+  EXPECT_EQ(j["failures"], 1);
+}
 
 TEST_F(BfcReplayTest, CudaBackendWithoutADeviceIsAClearError) {
   Result r = Run("--backend=cuda");
@@ -1148,6 +1219,29 @@ TEST_F(BfcReplayPhasesTest, AccountsPerPhaseInTheReportTimeline) {
             nlohmann::json({0, 0, 0, 0, 512, 4608, 4608, 512, 512}));
   EXPECT_EQ(acc[3]["bytes_in_use"],
             nlohmann::json({0, 0, 0, 0, 0, 0, 0, 0, 0}));
+}
+
+// From a review: the phase file found beside the trace was not an input to
+// the check that no output names an input, so an output path leading to it
+// (a symlink, a hard link) wrote the summary over it.
+TEST_F(BfcReplayPhasesTest, APhaseFileFoundBesideTheTraceIsNeverAnOutput) {
+  const std::string trace = WriteWithPhases("grow", kGrowTrace, kGrowPhases);
+  const std::string phases = dir_ + "/meta/grow.phases.csv";
+  const std::string link = File("out.json");
+  ASSERT_EQ(symlink("meta/grow.phases.csv", link.c_str()), 0);
+  const std::string hard = File("hard.json");
+  ASSERT_EQ(::link(phases.c_str(), hard.c_str()), 0);
+  for (const std::string& args :
+       {"'" + trace + "' --summary-json '" + link + "'",
+        "'" + trace + "' --summary-json '" + hard + "'",
+        "--compare-policies '" + trace + "' --summary-json '" + link + "'"}) {
+    Result r = Run(args + " --quiet");
+    ASSERT_TRUE(r.exited) << args;
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr("the phase file found beside the trace"))
+        << args;
+    EXPECT_EQ(Slurp(phases), kGrowPhases) << args;
+  }
 }
 
 TEST_F(BfcReplayPhasesTest, AccountsRefuseMorePhaseNamesThanTheBound) {

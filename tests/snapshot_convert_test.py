@@ -123,6 +123,50 @@ def main():
     if r.returncode != 1 or "not a PyTorch memory snapshot" not in r.stderr:
         failed.append(f"converter on a non-snapshot: exit {r.returncode}, {r.stderr!r}")
 
+    # From a review: -o naming the snapshot by another path (./x, a link)
+    # replaced it with the CSV; now refused, the snapshot untouched.
+    before = open(path, "rb").read()
+    link = os.path.join(work, "link.csv")
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink("snapshot.pickle", link)
+    for out in (os.path.join(work, ".", "snapshot.pickle"), link):
+        r = subprocess.run([sys.executable, converter, path, "-o", out],
+                           capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL)
+        if r.returncode != 2 or "refusing to write over" not in r.stderr:
+            failed.append(f"-o {out}: exit {r.returncode}, {r.stderr!r}")
+    if open(path, "rb").read() != before:
+        failed.append("the snapshot was written over")
+
+    # Values bfc-replay would refuse are named here instead of written out.
+    bad = os.path.join(work, "bad.pickle")
+    with open(bad, "wb") as f:
+        pickle.dump({"segments": [], "device_traces": [[
+            {"action": "alloc", "addr": -16, "size": 512, "stream": 0}]]},
+            f, protocol=4)
+    r = subprocess.run([sys.executable, converter, bad], capture_output=True,
+                       text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 1 or "addr -16 is not an integer >= 0" not in r.stderr:
+        failed.append(f"a negative address: exit {r.returncode}, {r.stderr!r}")
+
+    # Output that cannot be written is a message and exit 1, not a traceback.
+    if os.access("/dev/full", os.W_OK):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, converter, path], stdout=full,
+                               stderr=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL)
+        if r.returncode != 1 or "cannot write to standard output" not in \
+                r.stderr or "Traceback" in r.stderr:
+            failed.append(f"stdout on /dev/full: exit {r.returncode}, "
+                          f"{r.stderr!r}")
+    r = subprocess.run([sys.executable, converter, path, "-o",
+                        os.path.join(work, "no", "such", "dir.csv")],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 1 or "Traceback" in r.stderr:
+        failed.append(f"-o in a missing directory: exit {r.returncode}, "
+                      f"{r.stderr!r}")
+
     for f in failed:
         print("snapshot_convert_test: FAIL:", f)
     if not failed:

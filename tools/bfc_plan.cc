@@ -304,8 +304,7 @@ int Main(int argc, char** argv) {
                nlohmann::ordered_json::error_handler_t::replace) +
         "\n";
     if (flags.summary_json_path == bfc::tools::kStdioPath) {
-      std::fwrite(json.data(), 1, json.size(), stdout);
-      if (std::fflush(stdout) != 0) return kExitBadInput;
+      std::fwrite(json.data(), 1, json.size(), stdout);  // checked in main
     } else {
       absl::Status s =
           bfc::tools::WriteFileAtomically(flags.summary_json_path, json);
@@ -325,4 +324,6 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Main(argc, argv); }
+int main(int argc, char** argv) {
+  return bfc::tools::FinishStandardOutput(kToolName, Main(argc, argv));
+}

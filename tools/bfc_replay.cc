@@ -375,7 +375,9 @@ absl::Status ApplyConf(absl::string_view text, const char* source,
                    text, "\""));
   const absl::Span<const bfc::OptionField> fields =
       bfc::AllocatorOptionFields();
-  for (const std::string& key : conf->keys) {
+  for (const std::string& given : conf->keys) {
+    // expandable_segments sets the backend; PyTorch's spellings, options.
+    const std::string key = bfc::c_api::AllocConfSetting(given);
     if (key == "backend") {
       config->backend = conf->backend;
       config->backend_from = source;
@@ -387,14 +389,18 @@ absl::Status ApplyConf(absl::string_view text, const char* source,
       config->memory_fraction = conf->memory_fraction;
       config->memory_from = source;
     } else {
-      for (size_t i = 0; i < fields.size(); ++i) {
-        if (fields[i].name != key) continue;
-        absl::Status s = bfc::SetAllocatorOption(
-            config->options, key,
-            bfc::AllocatorOptionToString(conf->options, key));
-        if (!s.ok()) return s;
-        config->option_from[i] = source;
+      size_t i = 0;
+      while (i < fields.size() && fields[i].name != key) ++i;
+      if (i == fields.size()) {
+        // A key the parser took but nothing here applies: never dropped.
+        return absl::InternalError(absl::StrCat(
+            source, ": key ", given, " is accepted but not applied"));
       }
+      absl::Status s = bfc::SetAllocatorOption(
+          config->options, key,
+          bfc::AllocatorOptionToString(conf->options, key));
+      if (!s.ok()) return s;
+      config->option_from[i] = source;
     }
   }
   return absl::OkStatus();
@@ -594,7 +600,7 @@ void PrintSummary(std::FILE* out, const Config& config, const std::string& path,
   std::fprintf(out, "frees             %zu\n", s.frees);
   std::fprintf(out, "failures          %zu", s.failures);
   if (s.skipped_frees > 0) {
-    std::fprintf(out, " (%zu frees of failed allocations skipped)",
+    std::fprintf(out, " (%zu frees of failed or 0-byte allocations skipped)",
                  s.skipped_frees);
   }
   std::fprintf(out, "\n");
@@ -772,7 +778,11 @@ bool WriteOutput(const Flags& flags, const std::string& path,
                  const std::string& text, const char* what) {
   if (path == bfc::tools::kStdioPath) {
     std::fwrite(text.data(), 1, text.size(), stdout);
-    return std::fflush(stdout) == 0;
+    if (std::fflush(stdout) == 0) return true;
+    std::fprintf(stderr, "%s: cannot write %s to standard output: %s\n",
+                 kToolName, what, std::strerror(errno));
+    std::clearerr(stdout);  // said once here, not again at exit
+    return false;
   }
   absl::Status s = bfc::tools::WriteFileAtomically(path, text);
   if (!s.ok()) {
@@ -996,6 +1006,17 @@ absl::Status LoadPhases(const std::string& flag_path,
   }
   *phases = *std::move(p);
   return absl::OkStatus();
+}
+
+// A phase file found beside the trace is an input too: refused as an
+// output's destination (--phases is checked with the other inputs).
+absl::Status CheckFoundPhasesAreNoOutput(
+    const std::string& flag_path,
+    const std::optional<bfc::tools::TracePhases>& phases,
+    const std::vector<NamedPath>& outputs) {
+  if (!flag_path.empty() || !phases.has_value()) return absl::OkStatus();
+  return bfc::tools::CheckDistinctPaths(
+      {{"the phase file found beside the trace", phases->path}}, outputs);
 }
 
 absl::Status LoadPhases(const Flags& flags, const std::string& trace_path,
@@ -1433,6 +1454,13 @@ int ComparePolicies(const CLI::App& app, const Flags& flags) {
       PrintError(app, s.message());
       return kExitBadInput;
     }
+    if (absl::Status s =
+            CheckFoundPhasesAreNoOutput(flags.phases_path, phases, outputs);
+        !s.ok()) {
+      clear_progress();
+      PrintError(app, s.message());
+      return kExitUsage;
+    }
     const bfc::tools::TracePhases* phases_ptr =
         phases.has_value() ? &*phases : nullptr;
     std::vector<PolicyRow> rows;
@@ -1623,6 +1651,12 @@ int Main(int argc, char** argv) {
     PrintError(app, s.message());
     return kExitBadInput;
   }
+  if (absl::Status s =
+          CheckFoundPhasesAreNoOutput(flags.phases_path, phases, outputs);
+      !s.ok()) {
+    PrintError(app, s.message());
+    return kExitUsage;
+  }
   const bool report = !flags.json_path.empty() || !flags.svg_path.empty() ||
                       !flags.html_path.empty() ||
                       !flags.pytorch_snapshot_path.empty();
@@ -1705,10 +1739,10 @@ int Main(int argc, char** argv) {
     absl::StatusOr<bfc::planner::PlanReport> report =
         bfc::planner::PlanTrace(*compiled, bfc::planner::PlanOptions());
     if (!report.ok()) {
+      // The replay's results are still written below; the status says 1.
       PrintError(app, absl::StrCat("--plan: ", report.status().message()));
-      return kExitBadInput;
-    }
-    if (!quiet) {
+      written = false;
+    } else if (!quiet) {
       std::fprintf(text, "\n%s",
                    bfc::planner::FormatPlanReport(
                        *report, static_cast<size_t>(summary->peak_pool_bytes))
@@ -1737,4 +1771,6 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Main(argc, argv); }
+int main(int argc, char** argv) {
+  return bfc::tools::FinishStandardOutput(kToolName, Main(argc, argv));
+}

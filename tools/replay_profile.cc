@@ -223,7 +223,10 @@ std::string FindPhasesFile(const std::string& trace_path,
   const std::string candidate =
       absl::StrCat(dir, slash == std::string::npos ? "/" : "", "meta/",
                    trace_name, ".phases.csv");
-  return access(candidate.c_str(), R_OK) == 0 ? candidate : "";
+  // Present but unreadable is read (and fails, naming the file) rather than
+  // passed over in silence: the iteration figures would go missing.
+  struct stat st;
+  return stat(candidate.c_str(), &st) == 0 ? candidate : "";
 }
 
 absl::StatusOr<ReplayProfile> ProfileReplay(const CompiledTrace& trace,

@@ -24,8 +24,11 @@ Exit status: 0 ok, 1 unreadable or not a snapshot, 2 usage.
 """
 
 import argparse
+import math
+import os
 import pickle
 import sys
+import tempfile
 
 HEADER = "Thread,Time,Action,Pointer,Size,Stream"
 
@@ -70,6 +73,8 @@ def convert(snapshot, device):
     completed = set()
     live = {}
     for i, e in enumerate(trace):
+        if not isinstance(e, dict):
+            raise ValueError(f"device trace entry {i} is not a dict")
         action, addr = e.get("action"), e.get("addr")
         if action == "alloc":
             live[addr] = i
@@ -81,10 +86,16 @@ def convert(snapshot, device):
     for i, e in enumerate(trace):
         action = e.get("action")
         addr = e.get("addr", 0) or 0
-        size = int(e.get("size", 0) or 0)
-        stream = int(e.get("stream", 0) or 0)
+        size = e.get("size", 0) or 0
+        stream = e.get("stream", 0) or 0
+        for what, v in (("addr", addr), ("size", size), ("stream", stream)):
+            # bfc-replay would refuse the row; say which entry it came from.
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"device trace entry {i}: {what} {v!r} is "
+                                 "not an integer >= 0")
         time = e.get("time_us")
-        t = f"{time / 1e6:.6f}" if isinstance(time, (int, float)) else f"{i}"
+        t = (f"{time / 1e6:.6f}" if isinstance(time, (int, float)) and
+             not isinstance(time, bool) and math.isfinite(time) else f"{i}")
         if action == "alloc":
             live[addr] = i
             rows.append(f"0,{t},allocate,{addr:#x},{size},{stream:#x}")
@@ -105,6 +116,45 @@ def convert(snapshot, device):
     return rows, dropped, len(traces)
 
 
+class SameFileError(Exception):
+    pass
+
+
+def write_atomically(source, path, text):
+    """Writes `text` to `path` (through a symlink, keeping an existing file's
+    permissions) via a temporary file renamed into place, so a failed write
+    leaves the old file whole; refuses to write over `source`."""
+    target = os.path.realpath(path)
+    if os.path.exists(target) and os.path.samefile(source, target):
+        raise SameFileError(f"the output {path} is the snapshot {source}; "
+                            "refusing to write over it")
+    if os.path.isdir(target):
+        raise IsADirectoryError(f"{path} is a directory")
+    if os.path.exists(target) and not os.access(target, os.W_OK):
+        raise PermissionError(f"{path} is not writable")
+    if os.path.exists(target):
+        mode = os.stat(target).st_mode & 0o7777
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, temp = tempfile.mkstemp(dir=os.path.dirname(target) or ".",
+                                prefix="." + os.path.basename(target) + ".")
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(text)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
 def main():
     parser = argparse.ArgumentParser(
         description="PyTorch memory snapshot -> RMM log for bfc-replay")
@@ -116,19 +166,32 @@ def main():
         snapshot = load(args.snapshot)
         rows, dropped, _ = convert(snapshot, args.device)
     except (OSError, pickle.UnpicklingError, EOFError, ValueError,
-            AttributeError, TypeError) as e:
-        print(f"snapshot_to_csv.py: {args.snapshot}: {e}", file=sys.stderr)
+            AttributeError, TypeError, KeyError, IndexError, MemoryError,
+            RecursionError, OverflowError, UnicodeDecodeError) as e:
+        print(f"snapshot_to_csv.py: {args.snapshot}: {type(e).__name__}: {e}",
+              file=sys.stderr)
         return 1
     text = HEADER + "\n" + "".join(r + "\n" for r in rows)
     if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        if args.output == args.snapshot:
-            print("snapshot_to_csv.py: the output would overwrite the snapshot",
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except OSError as e:  # a full disk, a reader that went away
+            print(f"snapshot_to_csv.py: cannot write to standard output: {e}",
                   file=sys.stderr)
+            # Python would try to flush again at exit.
+            sys.stdout = None
+            return 1
+    else:
+        try:
+            write_atomically(args.snapshot, args.output, text)
+        except SameFileError as e:
+            print(f"snapshot_to_csv.py: {e}", file=sys.stderr)
             return 2
-        with open(args.output, "w", encoding="ascii") as f:
-            f.write(text)
+        except OSError as e:
+            print(f"snapshot_to_csv.py: cannot write {args.output}: {e}",
+                  file=sys.stderr)
+            return 1
     if dropped:
         print(f"snapshot_to_csv.py: dropped {dropped} frees of blocks allocated "
               "before recording began", file=sys.stderr)

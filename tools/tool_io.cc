@@ -117,6 +117,25 @@ absl::Status WriteAll(int fd, absl::string_view contents) {
   return absl::OkStatus();
 }
 
+// `path` with a final symlink that leads to nothing (yet) followed to where
+// it points: writing to it creates that file. At most 40 links, as the
+// kernel allows.
+std::string FollowDanglingLinks(std::string path) {
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode) ||
+        stat(path.c_str(), &st) == 0) {
+      break;
+    }
+    char buf[PATH_MAX];
+    const ssize_t n = readlink(path.c_str(), buf, sizeof(buf) - 1);
+    if (n <= 0) break;
+    const std::string to(buf, static_cast<size_t>(n));
+    path = to[0] == '/' ? to : absl::StrCat(SplitDirBase(path).first, "/", to);
+  }
+  return path;
+}
+
 absl::Status WriteInPlace(const std::string& path, const std::string& target,
                           absl::string_view contents) {
   const int fd = open(target.c_str(), O_WRONLY | O_CLOEXEC);
@@ -163,18 +182,26 @@ absl::Status WriteFileAtomically(const std::string& path,
     }
     return absl::OkStatus();
   }
-  // Write through a symlink rather than replace it.
+  // Write through a symlink rather than replace it; one that leads nowhere
+  // yet creates its target.
   std::string target = path;
   struct stat st;
   if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     char resolved[PATH_MAX];
-    if (realpath(path.c_str(), resolved) != nullptr) target = resolved;
+    target = realpath(path.c_str(), resolved) != nullptr
+                 ? std::string(resolved)
+                 : FollowDanglingLinks(path);
   }
   mode_t mode;
   if (stat(target.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       return absl::FailedPreconditionError(
           absl::StrCat(path, ": is a directory"));
+    }
+    // The rename below needs only the directory's permission: a file the
+    // user may not write is refused, not replaced.
+    if (access(target.c_str(), W_OK) != 0) {
+      return ErrnoError(errno, absl::StrCat(path, ": cannot write"));
     }
     // A device or a pipe (/dev/null, /dev/stdout, a FIFO) is written to,
     // never replaced: renaming over it would put a regular file in its place.
@@ -245,7 +272,11 @@ std::string CheckOutputPath(const std::string& path, bool stdout_ok) {
     if (LooksLikeTrace(path)) {
       return absl::StrCat("refusing to write over '", path,
                           "': it looks like an input trace (was the output "
-                          "name forgotten? e.g. --html report.html)");
+                          "name forgotten after its flag?)");
+    }
+    if (access(path.c_str(), W_OK) != 0) {
+      return absl::StrCat("'", path,
+                          "' is not writable: ", std::strerror(errno));
     }
     return "";
   }
@@ -291,25 +322,6 @@ std::string NormalizePath(const std::string& path) {
 }
 
 namespace {
-
-// `path` with a final symlink that leads to nothing (yet) followed to where
-// it points: writing to it creates that file. At most 40 links, as the
-// kernel allows.
-std::string FollowDanglingLinks(std::string path) {
-  for (int hops = 0; hops < 40; ++hops) {
-    struct stat st;
-    if (lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode) ||
-        stat(path.c_str(), &st) == 0) {
-      break;
-    }
-    char buf[PATH_MAX];
-    const ssize_t n = readlink(path.c_str(), buf, sizeof(buf) - 1);
-    if (n <= 0) break;
-    const std::string to(buf, static_cast<size_t>(n));
-    path = to[0] == '/' ? to : absl::StrCat(SplitDirBase(path).first, "/", to);
-  }
-  return path;
-}
 
 // stat() of what `path` names; "-" is standard input (`input`) or output.
 bool StatNamed(const std::string& path, bool input, struct stat* st) {
@@ -371,6 +383,17 @@ absl::StatusOr<Trace> ReadTraceArg(const std::string& path) {
   // "-" means standard input to ReadTrace as it does to the tools.
   static_assert(std::string_view(kStdioPath) == kStandardInputPath);
   return ReadTrace(path);
+}
+
+int FinishStandardOutput(const char* tool, int status) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return status;
+  const int errnum = errno;
+  std::fprintf(stderr, "%s: cannot write to standard output: %s\n", tool,
+               errnum != 0 ? std::strerror(errnum) : "write error");
+  // 1 and 2 say more about the run than the write does; 0 and 3 (failed
+  // allocations) would claim a report that never arrived.
+  return status == 1 || status == 2 ? status : 1;
 }
 
 std::string ExecutableDir() {

@@ -39,7 +39,9 @@ inline constexpr char kStdioPath[] = "-";
 // Writes `contents` to `path` through a temporary file in the same directory,
 // flushed to disk and renamed into place. A symlink at `path` is followed (the
 // file it names is replaced, the link stays). An existing file keeps its
-// permission bits; a new one gets 0666 minus the umask. On any failure the
+// permission bits; a new one gets 0666 minus the umask; one the user may not
+// write is refused (a rename needs only the directory's permission). A
+// symlink that leads nowhere yet creates its target. On any failure the
 // temporary file is removed and `path` is untouched; SIGINT, SIGTERM and
 // SIGHUP during the write remove the temporary file too. An existing file that
 // is not a regular file (/dev/null, a FIFO) is written to in place, never
@@ -57,8 +59,8 @@ bool LooksLikeTrace(const std::string& path);
 
 // Whether the file is fit to be an output's destination, before any work is
 // done. "" when it is; otherwise why not, in one line: an existing directory,
-// an existing file that LooksLikeTrace, a parent directory that does not
-// exist, or "-" when `stdout_ok` is false.
+// an existing file that LooksLikeTrace or that the user may not write, a
+// parent directory that does not exist, or "-" when `stdout_ok` is false.
 std::string CheckOutputPath(const std::string& path, bool stdout_ok);
 
 // A path as the user gave it, and the flag that gave it ("TRACE" for a
@@ -90,6 +92,12 @@ absl::Status CheckDistinctPaths(const std::vector<NamedPath>& inputs,
 // nothing rewound), and refuses a directory or an incomplete gzip file with a
 // message naming the path. Every error is bad input (exit status 1).
 absl::StatusOr<Trace> ReadTraceArg(const std::string& path);
+
+// A tool's exit status once standard output is flushed: `status` when
+// everything written there arrived; otherwise, after a message naming the
+// system's reason (a full disk, a closed pipe), 1 (an output not written)
+// unless `status` already reports an error of its own.
+int FinishStandardOutput(const char* tool, int status);
 
 // The directory of the running executable (/proc/self/exe), or "" when it
 // cannot be found.

@@ -167,6 +167,12 @@ std::string AllocConfKeys() {
   return keys;
 }
 
+std::string AllocConfSetting(absl::string_view key) {
+  if (key == "expandable_segments") return "backend";
+  if (const PyTorchAlias* a = FindPyTorchAlias(key)) return a->option;
+  return std::string(key);
+}
+
 // How many unknown-key messages list the accepted keys.
 constexpr int kUnknownKeysListingAll = 8;
 

@@ -17,8 +17,12 @@
 // than run with a configuration the user did not ask for (a limit it would not
 // keep).
 //
+// PyTorch's spellings of bfc options are accepted as aliases:
+// max_split_size_mb (max_split_bytes, in MiB) and
+// garbage_collection_threshold (pool_release_threshold).
+//
 // A key bfc does not know -- a typo, or a PyTorch setting without a bfc
-// meaning (max_split_size_mb, ...) -- is not a reason to fail every
+// meaning (roundup_power2_divisions, ...) -- is not a reason to fail every
 // allocation of a program that ran fine under PyTorch: it lands in
 // AllocConf::ignored, a message each that says what to use instead (or which
 // key a typo was near), for the caller to show once. bfc-replay refuses them.
@@ -75,6 +79,11 @@ struct AllocConf {
 
 // Every accepted key, comma-separated, for messages and --help.
 std::string AllocConfKeys();
+
+// What an accepted key sets: "backend" for expandable_segments, the option's
+// name for a PyTorch alias (max_split_size_mb: "max_split_bytes"), else the
+// key itself. For a caller layering AllocConf::keys over other settings.
+std::string AllocConfSetting(absl::string_view key);
 
 }  // namespace bfc::c_api
 

@@ -682,7 +682,8 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
           return absl::InvalidArgumentError(bfc::internal::Format(
               "%s:%d: free of 0x%x, which is not live (never "
               "allocated or already freed); "
-              "use skip_unknown_frees to ignore such frees",
+              "skip_unknown_frees (bfc-replay: --skip-unknown-frees) "
+              "ignores such frees",
               trace.name, e.line, e.pointer));
         }
         uint32_t slot = it->second.slot;

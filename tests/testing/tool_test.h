@@ -105,6 +105,17 @@ class ToolTest : public ::testing::Test {
     return r;
   }
 
+  // Runs the tool with `args` and standard output on /dev/full, where every
+  // write fails (ENOSPC): its exit status (-1: it did not exit) and stderr.
+  int RunIntoFullDevice(const std::string& args, std::string* err) {
+    const std::string err_path = File("stderr.full");
+    const std::string cmd =
+        "'" + binary_ + "' " + args + " >/dev/full 2>'" + err_path + "'";
+    const int status = std::system(cmd.c_str());
+    *err = Slurp(err_path);
+    return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
   std::string binary_;
   std::string dir_;
   std::vector<std::string> files_;

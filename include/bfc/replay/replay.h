@@ -79,7 +79,8 @@ struct ReplaySummary {
   size_t allocations = 0;  // allocate ops that succeeded
   size_t frees = 0;        // DeallocateRaw calls
   size_t failures = 0;     // allocate ops that got nullptr (size > 0)
-  size_t skipped_frees = 0;      // frees of failed allocations, not replayed
+  size_t skipped_frees =
+      0;  // frees of failed or 0-byte allocations, not replayed
   size_t live_at_end = 0;        // allocations the trace never freed
   size_t live_bytes_at_end = 0;  // their requested bytes
   // Max over time of the requested bytes of successful, live allocations.
