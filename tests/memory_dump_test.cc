@@ -504,6 +504,40 @@ TEST(MemoryDumpTest, OomLogsTheMemoryDump) {
   alloc->DeallocateRaw(a);
 }
 
+// From a review against TF: failures of requests whose caller can do without
+// them (retry_on_failure false) each logged a full report, so a dozen of them
+// used up max_oom_logs and the real out-of-memory after them logged nothing.
+// TF logs those as one line and keeps its full report for the real one.
+TEST(MemoryDumpTest, FailuresTheCallerCanDoWithoutKeepTheFullReport) {
+  LogCapture log;
+  auto alloc = Make(2 * kMiB, NoRetry());
+  void* hog = alloc->AllocateRaw(256, 2 * kMiB);
+  ASSERT_NE(hog, nullptr);
+  AllocationAttributes optional;
+  optional.retry_on_failure = false;
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(alloc->AllocateRaw(256, 1536, optional), nullptr);
+  }
+  int notes = 0;
+  for (const auto& [severity, line] : log.lines()) {
+    EXPECT_THAT(line, Not(HasSubstr("BFCAllocator dump for")));
+    EXPECT_THAT(line, Not(HasSubstr("Occupancy")));
+    notes += line.find("its caller can do without") != std::string::npos;
+  }
+  EXPECT_EQ(notes, 10);  // max_oom_logs
+  EXPECT_TRUE(log.Contains("trying to allocate 1.5KiB (1536 bytes)"));
+  EXPECT_EQ(alloc->GetStats()->num_ooms, 12);
+  EXPECT_EQ(alloc->num_oom_logs_suppressed(), 2);
+
+  EXPECT_EQ(alloc->AllocateRaw(256, 4096), nullptr);  // a real one
+  // TF's size style (HumanReadableNumBytes): one decimal for KiB.
+  EXPECT_TRUE(log.Contains("ran out of memory trying to allocate 4.0KiB",
+                           LogSeverity::kWarning));
+  EXPECT_TRUE(log.Contains("BFCAllocator dump for dump"));
+  EXPECT_TRUE(log.Contains("Occupancy"));
+  alloc->DeallocateRaw(hog);
+}
+
 TEST(MemoryDumpTest, MemoryLogCapsChunkLines) {
   auto alloc = Make(64 * kMiB);
   std::vector<void*> ptrs;

@@ -41,7 +41,10 @@
 //     carries TF's full memory log, the next ones up to
 //     `max_oom_logs` a summary and the occupancy picture; after that one
 //     line at each power-of-two count says how many were suppressed (and the
-//     destructor gives the total). `max_oom_logs` = 0 logs none.
+//     destructor gives the total). `max_oom_logs` = 0 logs none. A failure
+//     of a request with `retry_on_failure` false (the caller has a fallback)
+//     is one line, as TF logs it, up to `max_oom_logs` such lines of its own:
+//     routine failures never use up the reports a real one needs.
 //   * Invalid frees and requests are logged the same way: the first 10 in
 //     full, then one line per power-of-two count (always counted in the
 //     stats).
@@ -711,6 +714,14 @@ class Allocator {
               const absl::Status& cause,
               std::vector<std::pair<LogSeverity, std::string>>* report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // For a failure the caller can do without (retry_on_failure false: TF's
+  // convolution scratch with a fallback): one line, no memory log, as TF
+  // logs them, at most Options::max_oom_logs per allocator (then counted as
+  // suppressed). Such failures are routine; they must not use up the budget
+  // of full reports a real out-of-memory needs. Never throws.
+  void LogOomNote(size_t num_bytes, const absl::Status& cause,
+                  std::vector<std::pair<LogSeverity, std::string>>* report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void LogOomUnguarded(size_t num_bytes, size_t rounded, size_t alignment,
                        const absl::Status& cause,
                        std::vector<std::pair<LogSeverity, std::string>>* report)
@@ -1119,6 +1130,7 @@ class Allocator {
   bool fence_list_lost_ ABSL_GUARDED_BY(mutex_) = false;
   AllocatorStats stats_ ABSL_GUARDED_BY(mutex_);
   int oom_logs_ ABSL_GUARDED_BY(mutex_) = 0;
+  int oom_notes_ ABSL_GUARDED_BY(mutex_) = 0;  // LogOomNote's lines
   // Invalid frees and requests reported (ReportInvalid), logged or not.
   int64_t invalid_reports_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t oom_logs_suppressed_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -56,10 +56,21 @@ constexpr int64_t kMaxInvalidInputLogs = 10;
 // matters for which sizes the sub-allocator is asked for.
 constexpr float kBackpedalFactor = 0.9f;
 
-// "1.50GiB", "256B": TF's HumanReadableNumBytes style (no space), which log
-// scrapers of TF's OOM messages expect.
+// "256B", "1.5KiB", "1.50GiB": TF's HumanReadableNumBytes style, which log
+// scrapers of TF's OOM messages expect: no space, one decimal for KiB and
+// two above, and the value truncated to whole units of the unit below
+// before the last division (so 1 GiB + 1023 B is "1.00GiB", as TF has it).
 std::string HumanBytes(uint64_t num_bytes) {
-  return absl::StrReplaceAll(HumanReadableBytes(num_bytes), {{" ", ""}});
+  if (num_bytes < 1024) return absl::StrCat(num_bytes, "B");
+  static constexpr char kUnits[] = "KMGTPE";
+  int unit = 0;
+  while (num_bytes >= uint64_t{1024} * 1024) {
+    num_bytes /= 1024;
+    ++unit;
+  }
+  return internal::Format(unit == 0 ? "%.1f%ciB" : "%.2f%ciB",
+                          static_cast<double>(num_bytes) / 1024.0,
+                          kUnits[unit]);
 }
 // A counter: never negative (a negative one would be a bug, shown as 0).
 std::string HumanBytes(int64_t num_bytes) {
@@ -693,7 +704,11 @@ void* Allocator::AllocateOrFail(size_t alignment, size_t num_bytes,
   // allocators' locks ever being held at once (each waiting for the other's,
   // as both log).
   std::vector<std::pair<LogSeverity, std::string>> report;
-  LogOom(num_bytes, rounded, alignment, cause, &report);
+  if (attr.retry_on_failure) {
+    LogOom(num_bytes, rounded, alignment, cause, &report);
+  } else {
+    LogOomNote(num_bytes, cause, &report);
+  }
   if (failure != nullptr) {
     *failure = cause;
     if (cause.ok()) {
@@ -2214,6 +2229,32 @@ void Allocator::LogOom(
   }
   try {
     LogOomUnguarded(num_bytes, rounded, alignment, cause, report);
+  } catch (...) {
+    report->clear();
+    ++oom_logs_suppressed_;
+  }
+}
+
+void Allocator::LogOomNote(
+    size_t num_bytes, const absl::Status& cause,
+    std::vector<std::pair<LogSeverity, std::string>>* report) {
+  if (opts_.max_oom_logs <= 0) return;
+  if (oom_notes_ >= opts_.max_oom_logs ||
+      !internal::HostHasRoomFor(kReportRoomBytes)) {
+    ++oom_logs_suppressed_;
+    return;
+  }
+  try {
+    report->emplace_back(
+        LogSeverity::kWarning,
+        internal::Format(
+            "Allocator '%s' ran out of memory trying to allocate %s (%d "
+            "bytes), a request its caller can do without "
+            "(retry_on_failure=false); more memory might make the program "
+            "faster%s%s",
+            name_, HumanBytes(uint64_t{num_bytes}), num_bytes,
+            cause.ok() ? "" : ": ", cause.message()));
+    ++oom_notes_;
   } catch (...) {
     report->clear();
     ++oom_logs_suppressed_;
