@@ -417,6 +417,39 @@ TEST_F(AllocatorTest, AnOverAlignedRequestTakesAHoleThatFitsExactlyOncePadded) {
   for (void* q : {p, g0, g1}) a.DeallocateRaw(q);
 }
 
+// From a review against TF: Extend reserved alignment - 256 bytes of padding
+// for an over-aligned request, though the region is asked for at that
+// alignment (the request fits at its start). A 2 MiB request at 2 MiB
+// alignment took a 4 MiB region (TF asks for 2 MiB and doubles its next
+// step), and one under a 2 MiB limit failed.
+TEST_F(AllocatorTest, AnOverAlignedRequestGrowsThePoolByTheRequestOnly) {
+  for (const bool coalescing : {false, true}) {
+    FakeSubAllocator::Options fake;
+    fake.supports_coalescing = coalescing;
+    Allocator& a = Make(64 * kMiB, NoRetry(), fake);
+    void* p = a.AllocateRaw(2 * kMiB, 2 * kMiB);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (2 * kMiB), 0u);
+    ASSERT_EQ(journal_->alloc_requests.size(), 1u) << coalescing;
+    EXPECT_EQ(journal_->alloc_requests[0], 2 * kMiB) << coalescing;
+    EXPECT_EQ(journal_->alloc_alignments[0], 2 * kMiB) << coalescing;
+    // As TF: the next region doubles (4 MiB), the 1 MiB request takes it.
+    void* q = a.AllocateRaw(256, kMiB);
+    ASSERT_NE(q, nullptr);
+    ASSERT_EQ(journal_->alloc_requests.size(), 2u) << coalescing;
+    EXPECT_EQ(journal_->alloc_requests[1], 4 * kMiB) << coalescing;
+    EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+    a.DeallocateRaw(p);
+    a.DeallocateRaw(q);
+  }
+  Allocator& tight = Make(2 * kMiB, NoRetry());
+  void* p = tight.AllocateRaw(4 * kKiB, 2 * kMiB);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (4 * kKiB), 0u);
+  EXPECT_TRUE(tight.Validate().ok()) << tight.Validate();
+  tight.DeallocateRaw(p);
+}
+
 TEST_F(AllocatorTest, NonCoalescingRegionsStayFragmented) {
   FakeSubAllocator::Options fake;  // adjacent blocks, but no coalescing
   Allocator& a = Make(8 * kMiB, NoRetry(), fake);
