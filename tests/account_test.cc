@@ -148,6 +148,52 @@ TEST_F(AccountTest, ReservationsAreQuotaTakenFromTheParent) {
   EXPECT_EQ(root->GetStats().bytes_in_use, 0);
 }
 
+// Account::Reserve (API.md names it): a reservation changed after creation,
+// the parent charged or credited by the change of max(use, reservation).
+TEST_F(AccountTest, ReserveChangesTheReservationAsOneChange) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 10 * kMiB));
+  auto session = *root->CreateChild(Named("session", 8 * kMiB));
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
+  ASSERT_TRUE(session->Reserve(4 * kMiB).ok());
+  EXPECT_EQ(session->GetStats().reservation_bytes, 4 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 4 * kMiB);
+  EXPECT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  // 3 MiB in use inside it: the charge stays local.
+  void* a = *session->Allocate(3 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 4 * kMiB);
+  // Down to 1 MiB: the parent still holds the 3 MiB in use.
+  ASSERT_TRUE(session->Reserve(1 * kMiB).ok());
+  EXPECT_EQ(root->GetStats().bytes_in_use, 3 * kMiB);
+  EXPECT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  // Up to 6 MiB: 3 more from the parent.
+  ASSERT_TRUE(session->Reserve(6 * kMiB).ok());
+  EXPECT_EQ(root->GetStats().bytes_in_use, 6 * kMiB);
+  // More than the parent can give, with a sibling holding 3 MiB: refused,
+  // nothing changed.
+  auto other = *root->CreateChild(Named("other"));
+  void* b = *other->Allocate(3 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 9 * kMiB);
+  absl::Status refused = session->Reserve(8 * kMiB);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("root/session"));
+  EXPECT_EQ(session->GetStats().reservation_bytes, 6 * kMiB);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 9 * kMiB);
+  // Bad values, a root, a closed account.
+  EXPECT_EQ(session->Reserve(-1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->Reserve(9 * kMiB).code(),
+            absl::StatusCode::kInvalidArgument);  // above its 8 MiB limit
+  EXPECT_TRUE(root->Reserve(0).ok());
+  EXPECT_EQ(root->Reserve(1).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(session->Deallocate(a).ok());
+  ASSERT_TRUE(other->Deallocate(b).ok());
+  ASSERT_TRUE(session->Reserve(0).ok());
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
+  ASSERT_TRUE(other->Close().ok());
+  ASSERT_TRUE(session->Close().ok());
+  EXPECT_EQ(session->Reserve(1).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(root->GetStats().bytes_in_use, 0);
+}
+
 TEST_F(AccountTest, CloseRefusesOpenChildrenAndListsLeaksWithoutFreeing) {
   auto root = *Account::CreateRoot(alloc_.get(), Named("root"));
   auto child = *root->CreateChild(Named("child", kNoAccountLimit, kMiB));

@@ -7,7 +7,8 @@
 //
 //   * a limit on its subtree: what its own allocations and all of its
 //     children's charges may add up to;
-//   * a reservation taken from its parent when it is created: quota only
+//   * a reservation taken from its parent (when it is created, or later by
+//     Reserve): quota only
 //     (never rounded up, no memory set aside), inside which its charges stay
 //     local and never touch the parent;
 //   * stats: bytes in use (charged), peak, allocations, frees, failures,
@@ -145,6 +146,16 @@ class Account : public std::enable_shared_from_this<Account> {
   // move out of a reservation into an account without one raises it); only
   // then can it refuse a move inside its subtree.
   absl::Status TransferOwnership(void* ptr, Account& to);
+
+  // Sets this account's reservation (AccountOptions::reservation_bytes) to
+  // `bytes`, as one change: what the parent holds for it goes from
+  // max(use, old reservation) to max(use, bytes), the rise charged to the
+  // parent's path (ResourceExhausted naming the account and the limit,
+  // nothing changed, when a limit on the way refuses it), the fall given
+  // back. InvalidArgument when `bytes` is negative or above this account's
+  // limit; FailedPrecondition once closed, and for a root (no parent to take
+  // a reservation from; Reserve(0) is then OK).
+  absl::Status Reserve(int64_t bytes);
 
   AccountStats GetStats() const;
   // peak_bytes_in_use = bytes_in_use.

@@ -257,6 +257,44 @@ absl::Status Account::TransferOwnership(void* ptr, Account& to) {
   return allocator_->TransferChunkLocked(ptr, state_.get(), to.state_.get());
 }
 
+absl::Status Account::Reserve(int64_t bytes) {
+  Allocator::Lock lock(allocator_);
+  AccountState& s = *state_;
+  if (s.closed) {
+    return absl::FailedPreconditionError(internal::Format(
+        "account '%s' is closed: its reservation cannot change", s.path));
+  }
+  if (s.parent == nullptr) {
+    if (bytes == 0) return absl::OkStatus();
+    return absl::FailedPreconditionError(internal::Format(
+        "account '%s' is a root: it has no parent to reserve %d bytes from",
+        s.path, bytes));
+  }
+  if (bytes < 0 || bytes > s.limit) {
+    return absl::InvalidArgumentError(internal::Format(
+        "account '%s': reservation %d must be in [0, limit_bytes %d]", s.path,
+        bytes, s.limit));
+  }
+  // What the parent's path holds for this account: max(use, reservation).
+  const int64_t used = s.used.load();
+  const int64_t before = std::max(used, s.reservation.load());
+  const int64_t after = std::max(used, bytes);
+  if (after > before) {
+    absl::Status charged =
+        allocator_->ChargeAccountLocked(s.parent.get(), after - before);
+    if (!charged.ok()) {
+      return absl::ResourceExhaustedError(
+          internal::Format("account '%s': cannot reserve %s: %s", s.path,
+                           Bytes(bytes), charged.message()));
+    }
+  } else if (after < before) {
+    allocator_->CreditAccountLocked(s.parent.get(), before - after);
+  }
+  s.reservation.store(bytes);
+  allocator_->MaybeValidate("Account::Reserve");
+  return absl::OkStatus();
+}
+
 AccountStats Account::GetStats() const {
   const AccountState& s = *state_;
   AccountStats out;
