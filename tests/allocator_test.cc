@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -348,6 +349,37 @@ TEST_F(AllocatorTest, StatsAndClearStats) {
   EXPECT_EQ(s.pool_bytes, static_cast<int64_t>(2 * kMiB));
   EXPECT_THAT(s.DebugString(), HasSubstr("InUse:"));
   a.DeallocateRaw(p);
+}
+
+// From a review against TF: DebugString begins with TF's eight lines in TF's
+// order (NumAllocs came second), each a label and a right-aligned number.
+TEST_F(AllocatorTest, StatsDebugStringBeginsAsTfs) {
+  AllocatorStats s;
+  s.bytes_limit = 1;
+  s.bytes_in_use = 2;
+  s.peak_bytes_in_use = 3;
+  s.num_allocs = 4;
+  s.largest_alloc_size = 5;
+  s.bytes_reserved = 6;
+  s.peak_bytes_reserved = 7;
+  s.largest_free_block_bytes = 8;
+  const std::string text = s.DebugString();
+  std::string expected;
+  int value = 1;
+  for (const char* label :
+       {"Limit:", "InUse:", "MaxInUse:", "NumAllocs:", "MaxAllocSize:",
+        "Reserved:", "PeakReserved:", "LargestFreeBlock:"}) {
+    // "%-18s%20d": the label padded to 18, the one-digit value to 20.
+    std::string row = label;
+    row.resize(18, ' ');
+    row += std::string(19, ' ') + std::to_string(value++) + "\n";
+    expected += row;
+  }
+  EXPECT_EQ(text.substr(0, expected.size()), expected) << text;
+  // bfc's own lines follow, each once.
+  EXPECT_EQ(text.find("NumAllocs:"), text.rfind("NumAllocs:"));
+  EXPECT_THAT(text, HasSubstr("PoolBytes:"));
+  EXPECT_THAT(text, HasSubstr("ReservableLimit:"));
 }
 
 TEST_F(AllocatorTest, SplitsOnlyWhenTheChunkIsTwiceTheRequest) {

@@ -78,9 +78,9 @@
  *     is loaded, not CUDA's pool).
  *     memory_limit and memory_fraction exclude each other. Without either the
  *     limit is: cuda, the device's free memory when its allocator is created
- *     (cudaMemGetInfo); host, the machine's physical memory; virtual, 64 GiB.
+ *     (cuMemGetInfo); host, the machine's physical memory; virtual, 64 GiB.
  *     The backends:
- *       cuda     device memory (cudaMalloc). Without a usable GPU, or in a
+ *       cuda     device memory (cuMemAlloc). Without a usable GPU, or in a
  *                library built without CUDA, every allocation fails with a
  *                message that says why.
  *       host     pageable host memory: usable (and testable) without a GPU.

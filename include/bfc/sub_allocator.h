@@ -9,8 +9,8 @@
 //   HostSubAllocator        pageable host memory            kHostPageable
 //   VirtualSubAllocator     reserved, never-touched range   kUnknown
 //   CudaVmmSubAllocator     pages mapped into one range     kDevice
-//   (simulation) CudaDeviceSubAllocator  cudaMalloc / cudaFree kDevice
-//   CudaPinnedSubAllocator  cudaHostAlloc / cudaFreeHost    kHostPinned
+//   CudaDeviceSubAllocator  cuMemAlloc / cuMemFree          kDevice
+//   CudaPinnedSubAllocator  cuMemHostAlloc / cuMemFreeHost  kHostPinned
 //
 // Contract for implementers (the allocator checks what it can and refuses
 // memory that breaks it, giving it straight back):

@@ -25,7 +25,7 @@
 //
 // Output (HumanReadableBytes) is always binary: "256 B", "1.50 KiB",
 // "16.00 GiB"; HumanReadableBytesExact adds the exact count where precision
-// matters: "835.81 MiB (876401152 B)".
+// matters: "835.80 MiB (876401152 B)".
 //
 // Thread safety: stateless functions.
 #ifndef BFC_UNITS_H_

@@ -3,6 +3,7 @@
 // BFC_ALLOCATOR_STATS_FIELDS, and DebugString.
 #include "bfc/allocator_stats.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,10 +52,27 @@ std::string AllocatorStats::DebugString() const {
     internal::AppendFormat(&out, "%-18s%20s\n", absl::StrCat(label, ":"),
                            value);
   };
-  // TF prints the limit first.
+  // TF's eight lines first, in TF's order (tools read them by position as
+  // well as by label); then bfc's own, in table order.
   line("Limit", ValueText(bytes_limit));
+  line("InUse", ValueText(bytes_in_use));
+  line("MaxInUse", ValueText(peak_bytes_in_use));
+  line("NumAllocs", ValueText(num_allocs));
+  line("MaxAllocSize", ValueText(largest_alloc_size));
+  line("Reserved", ValueText(bytes_reserved));
+  line("PeakReserved", ValueText(peak_bytes_reserved));
+  line("LargestFreeBlock", ValueText(largest_free_block_bytes));
+  static constexpr absl::string_view kTfFields[] = {
+      "bytes_limit",         "bytes_in_use",
+      "peak_bytes_in_use",   "num_allocs",
+      "largest_alloc_size",  "bytes_reserved",
+      "peak_bytes_reserved", "largest_free_block_bytes"};
+  auto is_tf = [](absl::string_view name) {
+    return std::find(std::begin(kTfFields), std::end(kTfFields), name) !=
+           std::end(kTfFields);
+  };
 #define BFC_INTERNAL_STAT_LINE(type, name, label, doc) \
-  if (absl::string_view(#name) != "bytes_limit") line(label, ValueText(name));
+  if (!is_tf(#name)) line(label, ValueText(name));
   BFC_ALLOCATOR_STATS_FIELDS(BFC_INTERNAL_STAT_LINE)
 #undef BFC_INTERNAL_STAT_LINE
   return out;
