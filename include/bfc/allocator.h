@@ -54,8 +54,14 @@
 //
 // Where bfc differs from TF (by design): bad input never aborts (an invalid
 // free is reported and counted, the state is untouched); alignments above 256
-// are honoured; host metadata is O(chunks), not O(bytes); zero-size and
-// overflowing requests fail cleanly; `ReleaseFreeRegions()` exists.
+// are honoured, and an alignment of 0 or one not a power of two is an invalid
+// request (TF ignores the argument); host metadata is O(chunks), not
+// O(bytes); zero-size and overflowing requests fail cleanly; the retry wait
+// is skipped when it cannot help (above: a request over the whole limit, an
+// empty pool, a sub-allocator that failed for good), where TF waits out its
+// 10 s; failure reports are rate-limited per allocator (max_oom_logs) and
+// worded as bfc's own, with TF's sizes and "ran out of memory trying to
+// allocate"; `ReleaseFreeRegions()` exists.
 //
 // Example:
 //
