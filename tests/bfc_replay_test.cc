@@ -466,6 +466,15 @@ TEST_F(BfcReplayTest, OutputsAreReplacedWholeOrNotAtAll) {
   EXPECT_THAT(DirEntries(), ElementsAre("bad.csv", "report.json", "small.csv"));
 }
 
+// From a review: --phases "" fell back to the phases beside the trace.
+TEST_F(BfcReplayTest, AnEmptyPhasesPathIsAUsageError) {
+  const std::string trace = Write("small.csv", kSmallTrace);
+  Result r = Run("'" + trace + "' --phases ''");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--phases: an empty path"));
+}
+
 TEST_F(BfcReplayTest, OutputIntoAMissingDirectoryIsAUsageError) {
   Result r = Run("--html '" + dir_ + "/no-such-dir/x.html'");
   ASSERT_TRUE(r.exited);

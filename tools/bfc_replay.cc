@@ -1560,6 +1560,13 @@ int Main(int argc, char** argv) {
     });
   }
 
+  // An empty --phases would silently mean "look beside the trace".
+  if (app.count("--phases") > 0 && flags.phases_path.empty()) {
+    PrintError(app,
+               "--phases: an empty path (leave the flag out to use "
+               "the phases found beside the trace)");
+    return kExitUsage;
+  }
   if (flags.compare_policies) return ComparePolicies(app, flags);
   if (flags.trace_paths.size() > 1) {
     PrintError(app, "more than one TRACE is only for --compare-policies");

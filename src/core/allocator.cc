@@ -68,9 +68,9 @@ std::string HumanBytes(uint64_t num_bytes) {
     num_bytes /= 1024;
     ++unit;
   }
-  return internal::Format(unit == 0 ? "%.1f%ciB" : "%.2f%ciB",
-                          static_cast<double>(num_bytes) / 1024.0,
-                          kUnits[unit]);
+  const double value = static_cast<double>(num_bytes) / 1024.0;
+  return unit == 0 ? internal::Format("%.1fKiB", value)
+                   : internal::Format("%.2f%ciB", value, kUnits[unit]);
 }
 // A counter: never negative (a negative one would be a bug, shown as 0).
 std::string HumanBytes(int64_t num_bytes) {
