@@ -121,8 +121,9 @@ void DeclareFlags(CLI::App& app, Flags* f) {
          "--max-quadratic-tensors", f->max_quadratic_tensors,
          "Skip the strategies whose time grows with the square of the "
          "tensors or worse (GREEDY_BY_SIZE's objects form, GREEDY_BEST, "
-         "MINCOSTFLOW) on traces with more tensors than this, with a note "
-         "(0: never skip)")
+         "MINCOSTFLOW) on traces with more tensors than this, and stop any "
+         "strategy past a work budget of this number squared plus 4096 steps "
+         "per tensor, each with a note (0: neither)")
       ->type_name("COUNT")
       ->capture_default_str()
       // CLI11 reads "-1" into a size_t as 2^64 - 1, and "" as 0.

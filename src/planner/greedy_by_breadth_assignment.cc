@@ -116,9 +116,12 @@ absl::Status GreedyByBreadthAssignment(
       if (assignment->object_ids[i] != kNotAssigned) continue;
       const TensorUsageRecord<size_t>& rec = usage_records[i];
       size_t best = kNotAssigned;
+      // Objects looked at: few on traces, every one when all are busy.
+      uint64_t visits = 1;
       // The smallest object that holds the tensor, lowest id among equals.
       for (auto it = by_size.lower_bound({rec.tensor_size, 0});
            it != by_size.end(); ++it) {
+        ++visits;
         if (HasRoom(schedules[it->second], rec)) {
           best = it->second;
           break;
@@ -130,6 +133,7 @@ absl::Status GreedyByBreadthAssignment(
         auto it = by_size.lower_bound({rec.tensor_size, 0});
         while (it != by_size.begin()) {
           --it;
+          ++visits;
           if (!HasRoom(schedules[it->second], rec)) continue;
           const size_t size = it->first;
           best = it->second;
@@ -140,6 +144,7 @@ absl::Status GreedyByBreadthAssignment(
           break;
         }
       }
+      if (!internal::ChargeWork(visits)) return internal::WorkBudgetSpent();
       if (best == kNotAssigned) {
         best = schedules.size();
         schedules.emplace_back();

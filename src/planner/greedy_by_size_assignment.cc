@@ -106,6 +106,13 @@ absl::Status GreedyBySizeAssignment(
          it != placed_by_first.end() && it->first <= rec.last_task; ++it) {
       near.push_back(it->second);
     }
+    // Linear on traces (few tensors live at once), quadratic when all are:
+    // charged as the sort below costs.
+    if (!internal::ChargeWork(
+            near.size() *
+            static_cast<uint64_t>(65 - __builtin_clzll(near.size() | 1)))) {
+      return internal::WorkBudgetSpent();
+    }
     std::sort(near.begin(), near.end(), [&](size_t a, size_t b) {
       if (assignment->offsets[a] != assignment->offsets[b]) {
         return assignment->offsets[a] < assignment->offsets[b];

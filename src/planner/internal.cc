@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -9,6 +10,40 @@
 namespace bfc {
 namespace planner {
 namespace internal {
+namespace {
+
+thread_local uint64_t t_work_left = std::numeric_limits<uint64_t>::max();
+thread_local uint64_t t_work_budget = 0;  // 0: none set
+
+}  // namespace
+
+WorkBudgetScope::WorkBudgetScope(uint64_t steps)
+    : saved_left_(t_work_left), saved_budget_(t_work_budget) {
+  t_work_left = steps;
+  t_work_budget = steps;
+}
+
+WorkBudgetScope::~WorkBudgetScope() {
+  t_work_left = saved_left_;
+  t_work_budget = saved_budget_;
+}
+
+bool ChargeWork(uint64_t steps) {
+  if (steps > t_work_left) {
+    t_work_left = 0;
+    return false;
+  }
+  t_work_left -= steps;
+  return true;
+}
+
+absl::Status WorkBudgetSpent() {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "stopped: its work passed the budget of ", t_work_budget,
+      " steps (max_quadratic_tensors squared, plus 4096 per tensor); raise "
+      "max_quadratic_tensors (0: no limit) to run it to the end"));
+}
+
 namespace {
 
 // Indices of the records sorted by last_task (ties by index).

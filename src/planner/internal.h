@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -29,6 +30,28 @@ namespace internal {
 // record: with the total at most kMaxTotalSize (2^62, 4 EiB, beyond any
 // device) and fewer than kMaxRecords records, that stays below 2^63, so it
 // fits size_t, and MINCOSTFLOW's int64 costs and their negations are exact.
+// The work one strategy may do before it stops, for PlanRecords' rows
+// (PlanOptions::max_quadratic_tensors): steps are inner-loop visits that a
+// strategy charges with ChargeWork, weighted as their cost grows. Unlimited
+// unless a WorkBudgetScope on this thread sets it, so a direct call of a
+// strategy (AssignOffsetsToTensors, ...) is never cut short.
+class WorkBudgetScope {
+ public:
+  explicit WorkBudgetScope(uint64_t steps);
+  ~WorkBudgetScope();
+  WorkBudgetScope(const WorkBudgetScope&) = delete;
+  WorkBudgetScope& operator=(const WorkBudgetScope&) = delete;
+
+ private:
+  uint64_t saved_left_;
+  uint64_t saved_budget_;
+};
+// Charges `steps` to the budget; false once it is spent (the strategy then
+// returns WorkBudgetSpent()).
+bool ChargeWork(uint64_t steps);
+// ResourceExhausted: the strategy stopped, the budget it had, what to raise.
+absl::Status WorkBudgetSpent();
+
 inline constexpr size_t kMaxTotalSize = size_t{1} << 62;
 inline constexpr size_t kMaxAlignment = size_t{1} << 30;
 inline constexpr size_t kMaxRecords = size_t{1} << 31;

@@ -124,7 +124,7 @@ ResidualGraph BuildGraph(const std::vector<TensorUsageRecord<size_t>>& records,
 // Dijkstra on reduced costs, then blocking flows on the zero-reduced-cost
 // subgraph). Returns the units pushed.
 size_t SolveMinCostFlow(ResidualGraph& g, uint32_t source, uint32_t sink,
-                        size_t demand) {
+                        size_t demand, bool* out_of_budget) {
   const size_t num_vertices = g.begin.size() - 1;
   constexpr int64_t kInfinity = std::numeric_limits<int64_t>::max() / 4;
   std::vector<int64_t> potential(num_vertices, 0);
@@ -143,7 +143,14 @@ size_t SolveMinCostFlow(ResidualGraph& g, uint32_t source, uint32_t sink,
   };
 
   size_t flow = 0;
+  *out_of_budget = false;
   while (flow < demand) {
+    // A phase costs a search over the graph; distinct sizes make one phase
+    // per tensor (quadratic in all).
+    if (!internal::ChargeWork(g.to.size() + num_vertices)) {
+      *out_of_budget = true;
+      return flow;
+    }
     std::fill(dist.begin(), dist.end(), kInfinity);
     dist[source] = 0;
     heap.push({0, source});
@@ -265,9 +272,11 @@ absl::Status MinCostFlowAssignment(
   }
   const Layout layout{n};
   ResidualGraph g = BuildGraph(usage_records, layout.NumVertices(), num_edges);
+  bool out_of_budget = false;
   const size_t flow =
       SolveMinCostFlow(g, static_cast<uint32_t>(layout.Source()),
-                       static_cast<uint32_t>(layout.Sink()), n);
+                       static_cast<uint32_t>(layout.Sink()), n, &out_of_budget);
+  if (out_of_budget) return internal::WorkBudgetSpent();
   if (flow != n) {
     return absl::InternalError(
         absl::StrCat("MINCOSTFLOW pushed ", flow, " of ", n, " units"));

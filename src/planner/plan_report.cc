@@ -1,6 +1,8 @@
 #include "bfc/planner/plan_report.h"
 
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,6 +134,23 @@ absl::StatusOr<PlanReport> PlanRecords(
       report.results.push_back(std::move(skipped));
       continue;
     }
+    // Every strategy runs under a work budget: those called linear above
+    // are so on traces, not on every input (all tensors live at once makes
+    // them quadratic too), and a quadratic one under the tensor limit can
+    // still meet its worst case.
+    uint64_t budget = std::numeric_limits<uint64_t>::max();
+    if (options.max_quadratic_tensors != 0) {
+      uint64_t square, per_tensor;
+      if (!__builtin_mul_overflow(uint64_t{options.max_quadratic_tensors},
+                                  uint64_t{options.max_quadratic_tensors},
+                                  &square) &&
+          !__builtin_mul_overflow(uint64_t{records.size()}, uint64_t{4096},
+                                  &per_tensor) &&
+          square <= budget - per_tensor) {
+        budget = square + per_tensor;
+      }
+    }
+    internal::WorkBudgetScope scope(budget);
     report.results.push_back(RunOne(records, strategy, offsets, options));
   }
   if (options.on_progress) {

@@ -1,5 +1,6 @@
 #include "bfc/planner/trace_records.h"
 
+#include <new>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,7 +24,24 @@ absl::StatusOr<TraceUsage> UsageRecordsFromTrace(const CompiledTrace& trace) {
           trace.num_events));
     }
     prev_event = op.event_index;
-    if (op.slot >= open.size()) open.resize(op.slot + size_t{1}, kNotAssigned);
+    // CompileTrace numbers slots densely below num_slots; a trace built by
+    // hand may not (a slot of 2^32 - 1 asked for a 32 GiB table).
+    if (op.slot >= trace.num_slots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("trace '", trace.name, "' op ", k, " uses slot ",
+                       op.slot, ", not below num_slots ", trace.num_slots));
+    }
+    if (op.slot >= open.size()) {
+      try {
+        open.resize(op.slot + size_t{1}, kNotAssigned);
+      } catch (const std::bad_alloc&) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("trace '", trace.name, "' op ", k,
+                         ": no host memory for a table "
+                         "of ",
+                         op.slot + size_t{1}, " slots"));
+      }
+    }
     size_t& record = open[op.slot];
     if (op.kind == ReplayOp::Kind::kAllocate) {
       if (record != kNotAssigned) {

@@ -91,6 +91,13 @@ TEST(TraceRecordsTest, RejectsInconsistentTraces) {
   trace.ops[2].event_index = 0;  // goes backwards
   EXPECT_EQ(UsageRecordsFromTrace(trace).status().code(),
             absl::StatusCode::kInvalidArgument);
+
+  // From a review: a hand-built trace's slot past num_slots sized a table by
+  // it (2^32 - 1: 32 GiB, and std::bad_alloc out of the library).
+  trace = SmallTrace();
+  trace.ops[0].slot = 0xFFFFFFFFu;
+  EXPECT_THAT(UsageRecordsFromTrace(trace).status().message(),
+              HasSubstr("uses slot 4294967295, not below num_slots 2"));
 }
 
 TEST(PlanReportTest, PlansASmallTrace) {

@@ -62,11 +62,13 @@ struct PlanOptions {
   // Strategies whose running time grows with the square of the tensors or
   // worse (GREEDY_BY_SIZE's objects form, GREEDY_BEST in both forms,
   // MINCOSTFLOW; see IsQuadraticStrategy) are not run on more tensors than
-  // this: their row is ResourceExhausted, saying the count and this limit. At
-  // 2^14 tensors they take seconds on one 2.4 GHz core (50k tensors: minutes);
-  // the shared traces have at most ~9.4k. Raise it to run them anyway (0: no
-  // limit). GREEDY_BY_BREADTH and GREEDY_BY_SIZE's offsets form are linear on
-  // traces and always run.
+  // this: their row is ResourceExhausted, saying the count and this limit;
+  // the shared traces have at most ~9.4k. And every row runs under a work
+  // budget of this number squared plus 4096 steps per tensor (seconds on one
+  // core): GREEDY_BY_BREADTH and GREEDY_BY_SIZE's offsets form are linear on
+  // traces (few tensors live at once) but quadratic when all are live, and
+  // MINCOSTFLOW near the limit can take minutes; a row that passes its budget
+  // stops with ResourceExhausted saying so. 0: no limit and no budget.
   size_t max_quadratic_tensors = size_t{1} << 14;
   // Called before each strategy runs (row index, rows in all, its name) so a
   // tool can show progress; may be empty.
