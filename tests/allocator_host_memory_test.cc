@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "bfc/allocator.h"
 #include "bfc/allocator_options.h"
+#include "bfc/internal/check.h"
 #include "bfc/shared_counter.h"
 #include "bfc/stream_ops.h"
 #include "bfc/virtual_sub_allocator.h"
@@ -270,10 +271,10 @@ Outcome Workload(Setup setup, long fail_at, bool fail_all) {
 class HostMemoryTest : public ::testing::TestWithParam<Setup> {};
 
 TEST_P(HostMemoryTest, EveryHostAllocationMayFail) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "BFC_CHECK_LEVEL=2 runs Validate() inside every call, and "
-                  "Validate allocates: the failures would land there";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "BFC_CHECK_LEVEL=2 runs Validate() inside every call, and "
+                    "Validate allocates: the failures would land there";
+  }
   testing::QuietLog quiet;
   const Outcome clean = Workload(GetParam(), -1, false);
   ASSERT_EQ(clean.error, "");
@@ -332,10 +333,10 @@ INSTANTIATE_TEST_SUITE_P(Setups, HostMemoryTest,
 // nothing is thrown, also past max_oom_logs, where the rate-limited line is
 // built instead (from an adversarial review: bad_alloc left AllocateRaw).
 TEST(HostMemoryReportTest, AFullPoolWithoutHostMemoryFailsQuietly) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "BFC_CHECK_LEVEL=2 runs Validate() inside every call, and "
-                  "Validate allocates";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "BFC_CHECK_LEVEL=2 runs Validate() inside every call, and "
+                    "Validate allocates";
+  }
   testing::QuietLog quiet;
   Allocator::Options o;
   o.allow_retry_on_failure = false;
@@ -378,10 +379,10 @@ TEST(HostMemoryReportTest, AFullPoolWithoutHostMemoryFailsQuietly) {
 // memory: counted, not described, and nothing thrown (the message, built
 // with absl::StrFormat, would have ended the process with std::terminate).
 TEST(HostMemoryReportTest, InvalidCallsWithoutHostMemoryAreCounted) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "BFC_CHECK_LEVEL=2 runs Validate() inside every call, and "
-                  "Validate allocates";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "BFC_CHECK_LEVEL=2 runs Validate() inside every call, and "
+                    "Validate allocates";
+  }
   testing::QuietLog quiet;
   Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
               size_t{64} << 20, "host-oom");
@@ -448,9 +449,9 @@ bool Threw(F&& call) {
 // The invalid-pointer reports of the status calls were built unguarded
 // (absl::StrFormat without memory ends the process).
 TEST(HostMemoryCallTest, InvalidPointersOfTheStatusCalls) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "Validate allocates inside every call at level 2";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
   testing::QuietLog quiet;
   auto a = MakeAllocator();
   int not_ours = 0;
@@ -468,9 +469,9 @@ TEST(HostMemoryCallTest, InvalidPointersOfTheStatusCalls) {
 
 // A freed_by_func that throws, and no memory for the report of it.
 TEST(HostMemoryCallTest, AThrowingFreedByFunc) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "Validate allocates inside every call at level 2";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
   testing::QuietLog quiet;
   auto a = MakeAllocator();
   SharedCounter counter;
@@ -490,9 +491,9 @@ TEST(HostMemoryCallTest, AThrowingFreedByFunc) {
 
 // The status calls on a full pool: their failure's message needs memory.
 TEST(HostMemoryCallTest, TheStatusCallsOnAFullPool) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "Validate allocates inside every call at level 2";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
   testing::QuietLog quiet;
   Allocator::Options o;
   o.allow_retry_on_failure = false;
@@ -517,9 +518,9 @@ TEST(HostMemoryCallTest, TheStatusCallsOnAFullPool) {
 // A dedicated (huge) allocation: its region's entry was inserted after the
 // sub-allocator's memory was taken, without room made for it.
 TEST(HostMemoryCallTest, DedicatedAllocationsAndFrees) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "Validate allocates inside every call at level 2";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
   testing::QuietLog quiet;
   Allocator::Options o;
   o.huge_allocation_bytes = size_t{1} << 20;
@@ -567,9 +568,9 @@ void ExpectStillAllocatable(Allocator& a) {
 // complete, and new regions joined that memory: the pool grew to the limit
 // and nothing could be allocated. Now it fails whole.
 TEST(HostMemoryCallTest, ForgetStreamFailsWhole) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "Validate allocates inside every call at level 2";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
   testing::QuietLog quiet;
   auto a = MakeAllocator();
   ASSERT_TRUE(a->SetStreamOps(std::make_unique<CountingStreamOps>()).ok());
@@ -636,9 +637,9 @@ TEST(HostMemoryCallTest, APendingDedicatedRegionHasNoSite) {
 // SetTimingCounter without memory for the free counts: its report of that
 // needed memory too, outside any try.
 TEST(HostMemoryCallTest, SetTimingCounter) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "Validate allocates inside every call at level 2";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
   testing::QuietLog quiet;
   auto a = MakeAllocator();
   a->DeallocateRaw(a->AllocateRaw(256, 4096));
@@ -654,9 +655,9 @@ TEST(HostMemoryCallTest, SetTimingCounter) {
 
 // Garbage collection's warning on the out-of-memory path.
 TEST(HostMemoryCallTest, GarbageCollection) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "Validate allocates inside every call at level 2";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
   testing::QuietLog quiet;
   Allocator::Options o;
   o.allow_retry_on_failure = false;
@@ -789,9 +790,9 @@ void FailEachAllocationInTurn(F&& call, G&& check) {
 }
 
 TEST(HostMemoryRaceTest, InvalidFreesAndRequests) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "Validate allocates inside every call at level 2";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
   testing::QuietLog quiet;
   auto a = MakeAllocator();
   void* live = a->AllocateRaw(kMinAllocationSize, 4096);
@@ -817,9 +818,9 @@ TEST(HostMemoryRaceTest, InvalidFreesAndRequests) {
 }
 
 TEST(HostMemoryRaceTest, OutOfMemoryReports) {
-#if BFC_CHECK_LEVEL >= 2
-  GTEST_SKIP() << "Validate allocates inside every call at level 2";
-#endif
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
   testing::QuietLog quiet;
   Allocator::Options o;
   o.allow_retry_on_failure = false;

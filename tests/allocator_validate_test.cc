@@ -5,6 +5,7 @@
 // the check ladder itself: BFC_DCHECK at level >= 1, Validate() after every
 // mutating call at level 2.
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -476,7 +477,70 @@ TEST_F(AllocatorValidateTest, CheapChecksCatchABrokenBinOnFree) {
       "bfc: check failed at .*allocator\\.cc:[0-9]+: erased\n");
 }
 
-#else  // BFC_CHECK_LEVEL == 0
+#endif  // BFC_CHECK_LEVEL >= 1
+
+#if BFC_CHECK_LEVEL == 1
+
+// A level-1 build rises to level 2 when the environment says
+// BFC_CHECK_LEVEL=2 (how CI runs every test at level 2 without a second
+// build). The variable is read once per process, so each side runs in a
+// freshly started child ("threadsafe" re-executes the test binary), with the
+// variable set before the allocator's first call.
+// A pooled region left wholly free but missing from the free-region list: no
+// level-1 check looks there, and Validate does.
+void ClearStatsOverAnUnlistedFreeRegion(const char* level) {
+  setenv("BFC_CHECK_LEVEL", level, /*overwrite=*/1);
+  Allocator::Options o;
+  ASSERT_TRUE(ApplyAllocatorPreset(o, "low_footprint").ok());
+  o.allow_retry_on_failure = false;
+  VirtualSubAllocator::Options no_merge;
+  no_merge.supports_coalescing = false;
+  no_merge.gap_bytes = kMinAllocationSize;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30, no_merge),
+              /*total_memory=*/size_t{256} << 20, "env", o);
+  void* x = a.AllocateRaw(kMinAllocationSize, size_t{4} << 20);
+  void* y = a.AllocateRaw(kMinAllocationSize, size_t{4} << 20);
+  ASSERT_TRUE(x != nullptr && y != nullptr);
+  a.DeallocateRaw(x);
+  AllocatorTestPeer peer(a);
+  peer.UnlinkFreeRegion(peer.HandleOf(x));
+  a.ClearStats();
+  // Put back, so that the destructor finds a consistent allocator.
+  peer.LinkFreeRegion(peer.HandleOf(x));
+  a.DeallocateRaw(y);
+}
+
+TEST(CheckLadderDeathTest, TheEnvironmentRaisesLevelOneToTwo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      ClearStatsOverAnUnlistedFreeRegion("2"),
+      "bfc: check failed at .*: Validate\\(\\) after ClearStats: .*fully "
+      "free but missing "
+      "from the free-region list");
+  // Without it (or with 0 or 1) the same call goes through unchecked.
+  for (const char* level : {"1", "0", ""}) {
+    EXPECT_EXIT(
+        {
+          ClearStatsOverAnUnlistedFreeRegion(level);
+          std::exit(7);
+        },
+        ::testing::ExitedWithCode(7), "")
+        << "BFC_CHECK_LEVEL=" << level;
+  }
+  // Anything else is named once and ignored.
+  EXPECT_EXIT(
+      {
+        ClearStatsOverAnUnlistedFreeRegion("3");
+        std::exit(7);
+      },
+      ::testing::ExitedWithCode(7),
+      "bfc: BFC_CHECK_LEVEL in the environment is '3', not 0, 1 or 2; "
+      "ignored");
+}
+
+#endif  // BFC_CHECK_LEVEL == 1
+
+#if BFC_CHECK_LEVEL == 0
 
 TEST(CheckLadderTest, FailedChecksCompileToNothing) {
   BFC_DCHECK(1 + 1 == 3);
@@ -484,7 +548,7 @@ TEST(CheckLadderTest, FailedChecksCompileToNothing) {
   SUCCEED();
 }
 
-#endif  // BFC_CHECK_LEVEL >= 1
+#endif  // BFC_CHECK_LEVEL == 0
 
 // release_before_extend keeps the fully free regions in a list, least
 // recently freed first; Validate checks that it holds exactly them.
@@ -603,11 +667,11 @@ TEST(AllocatorFreeRegionListTest, AJoinedRegionIsListedOnceWhenFullyFree) {
   EXPECT_TRUE(a.Validate().ok()) << a.Validate();
 }
 
-#if BFC_CHECK_LEVEL >= 2
-
-// Every mutating public call ends with Validate(): a corruption (here, of
-// bytes_in_use) aborts the next call, and the message says which.
+// Every mutating public call ends with Validate() at level 2 (compiled or
+// raised by the environment): a corruption (here, of bytes_in_use) aborts
+// the next call, and the message says which.
 TEST_F(AllocatorValidateTest, EveryMutatingCallValidatesAtLevel2) {
+  if (!internal::ValidateEveryCall()) GTEST_SKIP() << "check level below 2";
   const struct {
     const char* where;
     std::function<void(Allocator&, void* p2)> call;
@@ -648,11 +712,10 @@ TEST_F(AllocatorValidateTest, EveryMutatingCallValidatesAtLevel2) {
   }
 }
 
-#else  // BFC_CHECK_LEVEL < 2
-
 // Below level 2 nothing validates on its own: the corruption shows only when
 // Validate() is asked.
 TEST_F(AllocatorValidateTest, NoAutomaticValidationBelowLevel2) {
+  if (internal::ValidateEveryCall()) GTEST_SKIP() << "check level 2";
   peer_->stats().bytes_in_use += 256;
   (void)alloc_->ClearStats();
   alloc_->ResetPeakStats();
@@ -660,8 +723,6 @@ TEST_F(AllocatorValidateTest, NoAutomaticValidationBelowLevel2) {
   peer_->stats().bytes_in_use -= 256;
   alloc_->ResetPeakStats();
 }
-
-#endif  // BFC_CHECK_LEVEL >= 2
 
 }  // namespace
 }  // namespace bfc

@@ -55,7 +55,7 @@ TEST(MemoryMapSvgTest, SmallMapLabelsEveryChunk) {
 
 TEST(MemoryMapSvgTest, HundredThousandChunksArePooled) {
   const MemoryDump d = testing::LargeSampleDump();
-  ASSERT_GE(d.chunks.size(), testing::kLargeSampleMinChunks);
+  ASSERT_GE(d.chunks.size(), testing::LargeSampleMinChunks());
   const std::string svg = RenderMemoryMapSvg(d);
   // Bounded by the pixels, not the chunks.
   EXPECT_LT(Count(svg, "<rect"), 20000u);

@@ -331,8 +331,8 @@ class Allocator {
   // the regions, coalescing is complete, free chunks and bin entries match
   // both ways, the map resolves every chunk, the stats agree. On a violation,
   // an Internal error "Allocator '<name>': <what>" naming the object.
-  // O(chunks + slots). With BFC_CHECK_LEVEL >= 2 it runs after every
-  // mutating call and aborts on a violation (bfc/internal/check.h).
+  // O(chunks + slots). At check level 2 it runs after every mutating call
+  // and aborts on a violation (bfc/internal/check.h).
   [[nodiscard]] absl::Status Validate() const;
 
   // Host bytes this allocator holds for its own bookkeeping.
@@ -899,13 +899,14 @@ class Allocator {
   // Validate's body (src/core/allocator_validate.cc).
   [[nodiscard]] absl::Status ValidateLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // With BFC_CHECK_LEVEL >= 2: ValidateLocked, and abort with its message on
-  // a violation (ValidateOrDie). No code otherwise. Every mutating public
+  // At check level 2 (compiled, or raised at run time: check.h's
+  // ValidateEveryCall): ValidateLocked, and abort with its message on a
+  // violation (ValidateOrDie). No code at level 0. Every mutating public
   // call ends with it; `where` names the call in the message.
   void MaybeValidate(const char* where) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-#if BFC_CHECK_LEVEL >= 2
-    ValidateOrDie(where);
+#if BFC_CHECK_LEVEL >= 1
+    if (internal::ValidateEveryCall()) ValidateOrDie(where);
 #else
     (void)where;
 #endif

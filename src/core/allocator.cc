@@ -370,7 +370,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
   if (size_t rounded;
       ABSL_PREDICT_TRUE(FastPathBytes(alignment, num_bytes, &rounded))) {
     // A plain lock, taken and released by hand: the fast branch never logs
-    // (what a BFC_CHECK_LEVEL=2 validation queues is sent below), and
+    // (what a validation at check level 2 queues is sent below), and
     // Lock's check for queued messages on every call, or a local queue to
     // take them into, cost 1-6 % per allocate-free pair. What the slow
     // branch queued (a StreamOps failure) leaves the queue as the lock is
@@ -384,7 +384,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
         ptr = h == kInvalidChunkHandle ? nullptr
                                        : AllocateChunk</*kMaySlow=*/false>(
                                              h, alignment, rounded, num_bytes);
-        if (BFC_CHECK_LEVEL < 2 || ABSL_PREDICT_TRUE(deferred_logs_.empty())) {
+        if (!internal::ValidateEveryCall() ||
+            ABSL_PREDICT_TRUE(deferred_logs_.empty())) {
           mutex_.Unlock();
           return ptr;
         }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bfc/allocator.h"
+#include "bfc/internal/check.h"
 #include "bfc/memory_dump.h"
 #include "bfc/virtual_sub_allocator.h"
 
@@ -47,23 +48,22 @@ inline MemoryDump SmallSampleDump() {
 }
 
 // The large sample's allocations, and the chunks its dump holds at least.
-// At BFC_CHECK_LEVEL 2 every call validates the whole allocator (O(chunks)),
-// which makes 120k allocations quadratic (~20 minutes per dump); that build
-// draws a tenth of the sample (about 10 s).
-#if BFC_CHECK_LEVEL >= 2
-inline constexpr int kLargeSampleAllocations = 12000;
-#else
-inline constexpr int kLargeSampleAllocations = 120000;
-#endif
-inline constexpr size_t kLargeSampleMinChunks =
-    kLargeSampleAllocations / 6 * 5;  // 100k at 120k allocations
+// At check level 2 every call validates the whole allocator (O(chunks)),
+// which makes 120k allocations quadratic (~20 minutes per dump); there the
+// sample is a tenth (about 10 s).
+inline int LargeSampleAllocations() {
+  return internal::ValidateEveryCall() ? 12000 : 120000;
+}
+inline size_t LargeSampleMinChunks() {
+  return static_cast<size_t>(LargeSampleAllocations() / 6 * 5);  // 100k at 120k
+}
 
 // 120k small allocations, every third freed: >100k chunks in several regions.
 inline MemoryDump LargeSampleDump() {
   std::unique_ptr<Allocator> a = SampleAllocator("large", size_t{8} << 30,
                                                  /*allow_growth=*/true);
   std::vector<void*> p;
-  for (int i = 0; i < kLargeSampleAllocations; ++i) {
+  for (int i = 0, n = LargeSampleAllocations(); i < n; ++i) {
     p.push_back(a->AllocateRaw(256, 200 + (i * 7919) % 3000));
   }
   for (size_t i = 0; i < p.size(); i += 3) a->DeallocateRaw(p[i]);

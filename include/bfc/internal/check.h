@@ -14,8 +14,11 @@
 //      adjacent, a free finds its chunk in use. O(1) or O(log n) each.
 //   2  Level 1, plus Allocator::Validate() (every invariant of every component
 //      and across them, DESIGN.md "Invariants") after every mutating public
-//      call: O(chunks) per call. CI runs every unit test at this level
-//      (CMake preset `check2`).
+//      call: O(chunks) per call. A level-1 build rises to this level at run
+//      time when the environment variable BFC_CHECK_LEVEL is 2 (read once per
+//      process): CI runs every unit test that way on the README's build
+//      instead of compiling everything again (the CMake preset `check2`
+//      builds at level 2 outright).
 //
 // BFC_CHECK_LEVEL is a PUBLIC compile definition of target bfc, so the inline
 // code of the installed internal headers checks at the library's level in
@@ -33,6 +36,7 @@
 #ifndef BFC_INTERNAL_CHECK_H_
 #define BFC_INTERNAL_CHECK_H_
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -84,6 +88,39 @@ template <typename A, typename B>
 }
 
 }  // namespace bfc::internal::check_internal
+
+namespace bfc::internal {
+
+// Whether Allocator::Validate() runs after every mutating call: always at
+// level 2, never at level 0 (whose builds have no checks to raise), and at
+// level 1 when the environment says BFC_CHECK_LEVEL=2. "0" and "1" change
+// nothing (the cheap checks are compiled in); any other value is named on
+// stderr once and ignored.
+#if BFC_CHECK_LEVEL >= 2
+constexpr bool ValidateEveryCall() { return true; }
+#elif BFC_CHECK_LEVEL == 1
+inline bool ValidateEveryCall() {
+  static const bool on = [] {
+    const char* v = std::getenv("BFC_CHECK_LEVEL");
+    if (v == nullptr) return false;
+    const absl::string_view level(v);
+    if (level == "2") return true;
+    if (level != "0" && level != "1" && !level.empty()) {
+      std::fprintf(stderr,
+                   "bfc: BFC_CHECK_LEVEL in the environment is '%.*s', not 0, "
+                   "1 or 2; ignored (this build checks at level 1)\n",
+                   static_cast<int>(std::min<size_t>(level.size(), 32)),
+                   level.data());
+    }
+    return false;
+  }();
+  return on;
+}
+#else
+constexpr bool ValidateEveryCall() { return false; }
+#endif
+
+}  // namespace bfc::internal
 
 #if BFC_CHECK_LEVEL >= 1
 
