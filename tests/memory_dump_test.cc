@@ -14,6 +14,7 @@
 #include "bfc/allocator.h"
 #include "bfc/pytorch_snapshot.h"
 #include "bfc/report/memory_dump_json.h"
+#include "bfc/report/replay_report.h"
 #include "bfc/units.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -252,6 +253,38 @@ TEST(MemoryDumpTest, MalformedJsonIsAnErrorNotACrash) {
   EXPECT_FALSE(MemoryDumpFromJson(broken).ok());
   EXPECT_FALSE(AllocatorStatsFromJson("{\"num_allocs\": \"x\"}").ok());
   alloc->DeallocateRaw(p);
+}
+
+// A field holding a value nested 200,000 deep is refused with a short
+// message: describing it by dump() recursed once per level and overflowed
+// the stack (a segmentation fault in all three readers).
+TEST(MemoryDumpTest, DeeplyNestedValuesAreRefusedBriefly) {
+  const int depth = 200000;
+  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  const absl::StatusOr<MemoryDump> d = MemoryDumpFromJson(
+      "{\"format\":\"bfc-memory-dump\",\"version\":" + nested + "}");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(d.status().message(),
+              HasSubstr("\"version\" is not an integer (got an array of 1)"));
+  EXPECT_LT(d.status().message().size(), 200u);
+  const absl::StatusOr<AllocatorStats> st =
+      AllocatorStatsFromJson("{\"num_allocs\":" + nested + "}");
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(
+      st.status().message(),
+      HasSubstr("\"num_allocs\" is not an integer (got an array of 1)"));
+  const absl::StatusOr<ReplayReport> r = ReplayReportFromJson(
+      "{\"format\":\"bfc-replay-report\",\"version\":" + nested + "}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("\"version\" is not an integer (got an array of 1)"));
+  // A long string is cut, not copied whole into the message.
+  const absl::StatusOr<AllocatorStats> longs = AllocatorStatsFromJson(
+      "{\"num_allocs\":\"" + std::string(100000, 'x') + "\"}");
+  ASSERT_FALSE(longs.ok());
+  EXPECT_THAT(longs.status().message(), HasSubstr("xxx...)"));
+  EXPECT_LT(longs.status().message().size(), 200u);
 }
 
 // Numbers that do not fit their field are InvalidArgument naming the field,

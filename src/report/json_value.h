@@ -39,6 +39,22 @@ nlohmann::json MemoryDumpToJsonValue(const MemoryDump& dump);
 MemoryDump MemoryDumpFromJsonValue(const nlohmann::json& j,
                                    const std::string& path = "");
 
+// `value` for a message: a scalar as its JSON text, cut at 40 characters; an
+// array or an object by its size only. Never recursive: dump() recurses, so a
+// value nested 200,000 deep overflowed the stack while the message about it
+// was built, and a huge one was copied whole into the message.
+inline std::string DescribeJson(const nlohmann::json& value) {
+  if (value.is_array()) return absl::StrCat("an array of ", value.size());
+  if (value.is_object()) {
+    return absl::StrCat("an object of ", value.size(),
+                        value.size() == 1 ? " key" : " keys");
+  }
+  std::string s = value.dump(-1, ' ', /*ensure_ascii=*/true,
+                             nlohmann::json::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
 // `value` as a T, checked: an integer field must hold a JSON integer within
 // T's range (1.9, -1 for an unsigned field, 1e300 are errors, not silent
 // casts); a double any number; a bool a bool; a string a string; a vector an
@@ -65,8 +81,8 @@ T CheckedGet(const nlohmann::json& value, const std::string& what) {
                    static_cast<uint64_t>(std::numeric_limits<T>::max());
       }
     } else {
-      throw std::invalid_argument(
-          absl::StrCat(what, " is not an integer (got ", value.dump(), ")"));
+      throw std::invalid_argument(absl::StrCat(what, " is not an integer (got ",
+                                               DescribeJson(value), ")"));
     }
     if (!in_range) {
       throw std::invalid_argument(
