@@ -234,6 +234,19 @@ TEST_F(ReplayReportTest, HistoryRoundTripsAndIsChecked) {
   back = ReplayReportFromJson(old.dump());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(back->history.empty());
+  // ... and are written back without one, so that the viewer turns
+  // scrubbing off (an empty "history" made it scrub an empty pool).
+  EXPECT_FALSE(back->has_history);
+  EXPECT_FALSE(json::parse(ReplayReportToJson(*back)).contains("history"));
+  // So is a report built without it; a trace that recorded nothing still
+  // has its (empty) history.
+  ReplayReportOptions no_history;
+  no_history.history = false;
+  absl::StatusOr<ReplayReport> without =
+      BuildReplayReport(*trace_, MakeAllocator, no_history);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_FALSE(json::parse(ReplayReportToJson(*without)).contains("history"));
+  EXPECT_TRUE(good.contains("history"));
 
   const std::vector<std::pair<std::string, json>> bad = {
       {"/history/action/0", 9},
@@ -256,6 +269,28 @@ TEST_F(ReplayReportTest, HistoryRoundTripsAndIsChecked) {
   json shorter = good;
   shorter["history"]["size"].erase(0);
   EXPECT_FALSE(ReplayReportFromJson(shorter.dump()).ok());
+}
+
+// The viewer draws the first snapshot as the peak and the last as the end,
+// at their place on the timeline: a report without one, or with one off the
+// timeline, is refused (the page threw on "snapshots": []).
+TEST_F(ReplayReportTest, SnapshotsAreRequiredAndOnTheTimeline) {
+  using nlohmann::json;
+  const json good = json::parse(ReplayReportToJson(*report_));
+  json none = good;
+  none["snapshots"] = json::array();
+  absl::StatusOr<ReplayReport> r = ReplayReportFromJson(none.dump());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("\"snapshots\" is empty"));
+  json past = good;
+  past["snapshots"][0]["op_index"] = trace_->ops.size();
+  r = ReplayReportFromJson(past.dump());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("snapshots[0].op_index\" is past the timeline"));
+  json last = good;
+  last["snapshots"][0]["op_index"] = trace_->ops.size() - 1;
+  EXPECT_TRUE(ReplayReportFromJson(last.dump()).ok());
 }
 
 TEST_F(ReplayReportTest, EveryFieldIsCheckedForTypeAndRange) {

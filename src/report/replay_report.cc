@@ -184,17 +184,18 @@ json ReportToJsonValue(const ReplayReport& r) {
                     {"in_use_bytes", t.in_use_bytes},
                     {"pool_bytes", t.pool_bytes},
                     {"fragmentation", t.fragmentation}}},
-                  {"snapshots", std::move(snapshots)},
-                  {"history",
-                   {{"action", std::move(action)},
-                    {"op_index", std::move(op_index)},
-                    {"address", std::move(address)},
-                    {"size", std::move(size)},
-                    {"requested_size", std::move(requested)},
-                    {"allocation_id", std::move(allocation_id)},
-                    {"time_us", std::move(time_us)},
-                    {"line", std::move(line)},
-                    {"pointer", std::move(pointer)}}}};
+                  {"snapshots", std::move(snapshots)}};
+  if (r.has_history) {
+    out["history"] = {{"action", std::move(action)},
+                      {"op_index", std::move(op_index)},
+                      {"address", std::move(address)},
+                      {"size", std::move(size)},
+                      {"requested_size", std::move(requested)},
+                      {"allocation_id", std::move(allocation_id)},
+                      {"time_us", std::move(time_us)},
+                      {"line", std::move(line)},
+                      {"pointer", std::move(pointer)}};
+  }
   // Only a replay with accounts has them (the series are parallel to the
   // others: tools that check every timeline key see none that is empty).
   if (!accounts.empty()) out["timeline"]["accounts"] = std::move(accounts);
@@ -213,6 +214,7 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
     if (options.progress) options.progress(done, total);
   };
   ReplayReport report;
+  report.has_history = options.history;
   report.trace_name = trace.name;
 
   // Pass 1: the timeline, the summary, the end snapshot, and where the peak
@@ -414,18 +416,26 @@ absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
       }
     }
     const json& snapshots = internal::ArrayMember(j, "", "snapshots");
+    // The viewer draws the first as the peak and the last as the end.
+    if (snapshots.empty()) {
+      internal::FieldError("snapshots", "is empty (a report has its maps)");
+    }
     for (size_t i = 0; i < snapshots.size(); ++i) {
       const json& s = snapshots[i];
       const std::string sp = absl::StrCat("snapshots[", i, "]");
       ReplaySnapshot snap;
       snap.label = CheckedGet<std::string>(s, sp, "label");
       snap.op_index = CheckedGet<uint64_t>(s, sp, "op_index");
+      if (snap.op_index >= std::max<size_t>(n, 1)) {
+        internal::FieldError(sp + ".op_index", "is past the timeline");
+      }
       snap.event_index = CheckedGet<uint64_t>(s, sp, "event_index");
       snap.dump = internal::MemoryDumpFromJsonValue(
           internal::Member(s, sp, "dump"), absl::StrCat(sp, ".dump"));
       r.snapshots.push_back(std::move(snap));
     }
-    if (j.contains("history")) {
+    r.has_history = j.contains("history");
+    if (r.has_history) {
       const json& hj = internal::Member(j, "", "history");
       const std::string hp = "history";
       const auto action = CheckedGet<std::vector<int>>(hj, hp, "action");

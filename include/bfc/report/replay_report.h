@@ -97,6 +97,10 @@ struct ReplayReport {
   // Every allocation, free, region change and failure of the first replay,
   // in order; empty when ReplayReportOptions::history was off.
   std::vector<ReplayHistoryEvent> history;
+  // Whether `history` was recorded (an empty trace records an empty one).
+  // A report without one is written without "history", so that the viewer
+  // turns scrubbing off rather than scrub an empty history.
+  bool has_history = true;
 };
 
 struct ReplayReportOptions {
@@ -140,8 +144,10 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
 // with MEMORY DUMP as in bfc/memory_dump.h and one column entry per history
 // event ("action": MemoryEvent::Action's value; "pointer" a hex string, ""
 // when unknown, as JavaScript numbers cannot hold every 64-bit pointer).
+// "history" is written only when the report has one (has_history);
 // "history" and "timeline.accounts" are optional when read (reports written
-// before they existed).
+// before they existed, or without history). A report has at least one
+// snapshot, and each snapshot's op_index lies on the timeline.
 std::string ReplayReportToJson(const ReplayReport& report, int indent = -1);
 absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view json);
 
