@@ -28,6 +28,12 @@
 #       enough for (viewer_synthetic_report.py; it has failures and sites): at
 #       a million ops the page must draw within DRAW_BUDGET_MS of navigation
 #       and a click must still take under SCRUB_BUDGET_MS.
+#   viewer_browser_test.sh BFC_REPLAY - OUT_DIR --wide
+#       a generated trace of 1,500 regions (sim-cudamalloc, regions as
+#       requested) on two streams whose ids need all 64 bits: the map draws
+#       its first 256 regions with ink (a canvas for all of them was left
+#       blank), and the pending chunks name both streams exactly (JavaScript
+#       numbers keep 53 bits: both read as 0xfffffffffffff800)
 #   viewer_browser_test.sh --page PAGE.html OUT_DIR      any page (self-check)
 #
 # Exit 0: passed; 1: failed; 77: skipped (no chromium or python3; ctest
@@ -46,7 +52,7 @@ if [ ! -x "$CHROMIUM" ]; then
   exit 77
 fi
 
-scrub=""; limit=""; synthetic=""; streams=""; accounts=""
+scrub=""; limit=""; synthetic=""; streams=""; accounts=""; wide=""
 if [ "$1" = "--page" ]; then
   page="$2"; out="$3"; mkdir -p "$out"; page_only=1
 elif [ "$1" = "--synthetic" ]; then
@@ -71,6 +77,20 @@ else
     trace="$out/$hostile.csv"
   fi
   replay_flags=()
+  if [ "${4:-}" = "--wide" ]; then
+    wide=1; streams=1
+    trace="$out/wide.csv"
+    {
+      echo "Thread,Time,Action,Pointer,Size,Stream"
+      for i in $(seq 1 1500); do
+        printf '1,%d,allocate,0x%x,4194304,0xfffffffffffff80%d\n' "$i" $((i << 24)) $((1 + i % 2))
+      done
+      for i in 1497 1498 1499 1500; do
+        printf '1,%d,free,0x%x,4194304,0xfffffffffffff80%d\n' $((i + 1500)) $((i << 24)) $((1 + i % 2))
+      done
+    } > "$trace"
+    replay_flags=(--streams --backend sim-cudamalloc --conf growth_policy:same_as_requested)
+  fi
   if [ "${4:-}" = "--streams" ]; then
     streams=1; replay_flags=(--streams)
   fi
@@ -140,6 +160,12 @@ attr() {
   grep -o "<body[^>]*>" "$out/$name.dom.html" | grep -o " data-$1=\"[^\"]*\"" |
     sed 's/^[^"]*"//; s/"$//'
 }
+if ! [ "$(attr map-ink)" -gt 0 ] 2>/dev/null; then
+  echo "FAIL: the memory map's canvas is blank (data-map-ink=\"$(attr map-ink)\")"; fail=1
+fi
+if [ -n "$wide" ] && [ "$(attr map-regions)" != "256/1500" ]; then
+  echo "FAIL: data-map-regions=\"$(attr map-regions)\" (want 256/1500)"; fail=1
+fi
 if [ -n "$streams" ]; then
   # The streams cards, the pending legend shown, and pending chunks in the
   # embedded maps (the end map of a replay whose last frees nobody looked at).
@@ -152,6 +178,12 @@ if [ -n "$streams" ]; then
   fi
   if ! [ "$(attr pending-chunks)" -gt 0 ] 2>/dev/null; then
     echo "FAIL: no pending chunk in the maps (data-pending-chunks=\"$(attr pending-chunks)\")"
+    fail=1
+  fi
+  if [ -n "$wide" ] &&
+     [ "$(attr pending-streams)" != "0xfffffffffffff801 0xfffffffffffff802" ]; then
+    echo "FAIL: pending streams shown as \"$(attr pending-streams)\"" \
+         "(want 0xfffffffffffff801 0xfffffffffffff802)"
     fail=1
   fi
 elif [ "$(attr streams-cards)" != "0" ]; then
