@@ -794,6 +794,41 @@ class BfcReplayPhasesTest : public BfcReplayTest {
   std::vector<std::string> dirs_;
 };
 
+// From a review: names reached the terminal raw, so a trace file or phase
+// named with ESC [ 2 J cleared the screen. The text summary, the account
+// lines, the policy table and the plan show control characters as \xNN;
+// the JSON keeps the names as they are.
+TEST_F(BfcReplayPhasesTest, NamesCannotDriveTheTerminal) {
+  const std::string name =
+      "x\x1b[2J\xc2\x9b"
+      "1m\\y";
+  const std::string shown = "x\\x1b[2J\\xc2\\x9b1m\\\\y";
+  const std::string phases =
+      "Phase,FirstEvent,Time\n"
+      "iter0,0,0.0\n"
+      "\x1b[31miter1,2,0.1\n"
+      "\x1b[31miter2,4,0.2\n"
+      "end,8,0.3\n";
+  const std::string trace = WriteWithPhases(name, kGrowTrace, phases);
+  for (const std::string& args :
+       {"'" + trace + "' --accounts --plan",
+        "--compare-policies '" + trace + "' --backend=sim-cudamalloc"}) {
+    SCOPED_TRACE(args);
+    Result r = Run(args);
+    ASSERT_TRUE(r.exited);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("\xc2\x9b"), std::string::npos) << r.out;
+    EXPECT_THAT(r.out, HasSubstr(shown));
+  }
+  // The accounts are named after the phases.
+  EXPECT_THAT(Run("'" + trace + "' --accounts").out,
+              HasSubstr("account           replay/\\x1b[31miter2: peak"));
+  nlohmann::json j = Summary("'" + trace + "'");
+  EXPECT_EQ(j["trace"], name);
+}
+
 TEST_F(BfcReplayPhasesTest, PhasesBesideTheTraceGiveTheLastIteration) {
   const std::string trace = WriteWithPhases("grow", kGrowTrace, kGrowPhases);
   const std::string tf = " --backend=sim-cudamalloc --conf preset:tf";

@@ -262,7 +262,8 @@ int Main(int argc, char** argv) {
   int planned = 0;
   for (const std::string& path : flags.traces) {
     if (flags.verbosity.verbose) {
-      std::fprintf(stderr, "%s: planning %s\n", kToolName, path.c_str());
+      std::fprintf(stderr, "%s: planning %s\n", kToolName,
+                   bfc::tools::ForTerminal(path).c_str());
     }
     absl::StatusOr<bfc::Trace> trace = bfc::tools::ReadTraceArg(path);
     if (!trace.ok()) {
@@ -285,7 +286,11 @@ int Main(int argc, char** argv) {
       if (planned > 0) std::fputs("\n", text);
       std::optional<size_t> peak;
       if (online_peak.has_value()) peak = static_cast<size_t>(*online_peak);
+      // The name as a terminal should show it; the JSON keeps it as it is.
+      const std::string name = report->trace_name;
+      report->trace_name = bfc::tools::ForTerminal(name);
       std::fputs(bfc::planner::FormatPlanReport(*report, peak).c_str(), text);
+      report->trace_name = name;
     }
     ++planned;
     traces.push_back(TraceJson(path, *compiled, *report, online_peak));
@@ -315,7 +320,7 @@ int Main(int argc, char** argv) {
       }
       if (!quiet) {
         std::fprintf(stderr, "%s: wrote the summary to %s\n", kToolName,
-                     flags.summary_json_path.c_str());
+                     bfc::tools::ForTerminal(flags.summary_json_path).c_str());
       }
     }
   }

@@ -558,7 +558,8 @@ std::unique_ptr<bfc::SubAllocator> MakeSubAllocator(const Config& config,
 }
 
 void PrintConfig(const Config& config, const std::string& path, bool bundled) {
-  std::fprintf(stderr, "%s: trace %s%s\n", kToolName, path.c_str(),
+  std::fprintf(stderr, "%s: trace %s%s\n", kToolName,
+               bfc::tools::ForTerminal(path).c_str(),
                bundled ? " (bundled)" : "");
   std::fprintf(stderr, "%s: backend %s (%s)\n", kToolName,
                bfc::c_api::BackendName(config.backend),
@@ -581,8 +582,10 @@ void PrintSummary(std::FILE* out, const Config& config, const std::string& path,
                   bool bundled, const bfc::CompiledTrace& trace,
                   const bfc::ReplaySummary& s,
                   const bfc::Allocator& allocator) {
-  std::fprintf(out, "trace             %s (%s%s)\n", s.trace_name.c_str(),
-               path.c_str(), bundled ? ", bundled" : "");
+  std::fprintf(out, "trace             %s (%s%s)\n",
+               bfc::tools::ForTerminal(s.trace_name).c_str(),
+               bfc::tools::ForTerminal(path).c_str(),
+               bundled ? ", bundled" : "");
   std::fprintf(out,
                "allocator         %s backend, limit %s, growth %s, gc %s, "
                "fragmentation fraction %g\n",
@@ -791,7 +794,8 @@ bool WriteOutput(const Flags& flags, const std::string& path,
     return false;
   }
   if (!flags.verbosity.quiet) {
-    std::fprintf(stderr, "%s: wrote %s to %s\n", kToolName, what, path.c_str());
+    std::fprintf(stderr, "%s: wrote %s to %s\n", kToolName, what,
+                 bfc::tools::ForTerminal(path).c_str());
   }
   return true;
 }
@@ -842,7 +846,7 @@ class PhaseAccounts {
     for (const auto& [path, st] : stats_) {
       std::fprintf(
           out, "account           %s: peak %s, %lld allocations, %lld frees",
-          path.c_str(),
+          bfc::tools::ForTerminal(path).c_str(),
           bfc::HumanReadableBytesExact(
               static_cast<uint64_t>(st.peak_bytes_in_use))
               .c_str(),
@@ -1029,14 +1033,14 @@ absl::Status LoadPhases(const Flags& flags, const std::string& trace_path,
 void PrintPhases(std::FILE* out, const bfc::tools::TracePhases& phases,
                  const bfc::tools::ReplayProfile& profile) {
   std::fprintf(out, "phases            %s (%zu iteration%s)\n",
-               phases.path.c_str(), profile.iterations,
+               bfc::tools::ForTerminal(phases.path).c_str(), profile.iterations,
                profile.iterations == 1 ? "" : "s");
   if (!profile.last_iteration.has_value()) return;
   const bfc::tools::PhaseProfile& p = *profile.last_iteration;
   std::fprintf(out,
                "last iteration    %s: %zu events, sub-allocator %lld allocs / "
                "%lld frees, peak pool %s\n",
-               p.phase.c_str(), p.events,
+               bfc::tools::ForTerminal(p.phase).c_str(), p.events,
                static_cast<long long>(p.sub_allocator_allocs),
                static_cast<long long>(p.sub_allocator_frees),
                bfc::HumanReadableBytesExact(p.peak_pool_bytes).c_str());
@@ -1147,20 +1151,22 @@ std::string CompareTable(const std::string& trace_path,
   const bfc::tools::TracePhase* last =
       phases != nullptr ? phases->LastIteration() : nullptr;
   absl::StrAppendFormat(&md, "%s: %zu events, %s backend, limit %s",
-                        trace.name.c_str(), trace.num_events,
-                        bfc::c_api::BackendName(base.backend),
+                        bfc::tools::ForTerminal(trace.name).c_str(),
+                        trace.num_events, bfc::c_api::BackendName(base.backend),
                         bfc::HumanReadableBytes(base.memory_limit).c_str());
   if (last != nullptr) {
-    absl::StrAppendFormat(
-        &md, "; last iteration %s (%zu events, phases from %s)",
-        last->name.c_str(), last->end_event - last->first_event,
-        phases->path.c_str());
+    absl::StrAppendFormat(&md,
+                          "; last iteration %s (%zu events, phases from %s)",
+                          bfc::tools::ForTerminal(last->name).c_str(),
+                          last->end_event - last->first_event,
+                          bfc::tools::ForTerminal(phases->path).c_str());
   }
   absl::StrAppendFormat(&md, "\n\n");
   const std::string last_header =
-      last != nullptr
-          ? absl::StrCat(" last iteration (", last->name, ") allocs / frees |")
-          : "";
+      last != nullptr ? absl::StrCat(" last iteration (",
+                                     bfc::tools::ForTerminal(last->name),
+                                     ") allocs / frees |")
+                      : "";
   absl::StrAppendFormat(
       &md,
       "| policy | BFC_ALLOC_CONF | footprint | peak pool | failures "
@@ -1415,7 +1421,7 @@ int ComparePolicies(const CLI::App& app, const Flags& flags) {
   const bool tty = isatty(STDERR_FILENO) != 0 && !quiet;
   auto progress = [&](const std::string& line) {
     if (!tty) return;
-    std::fprintf(stderr, "\r%-78.78s", line.c_str());
+    std::fprintf(stderr, "\r%-78.78s", bfc::tools::ForTerminal(line).c_str());
     std::fflush(stderr);
   };
   auto clear_progress = [&]() {
@@ -1750,6 +1756,7 @@ int Main(int argc, char** argv) {
       PrintError(app, absl::StrCat("--plan: ", report.status().message()));
       written = false;
     } else if (!quiet) {
+      report->trace_name = bfc::tools::ForTerminal(report->trace_name);
       std::fprintf(text, "\n%s",
                    bfc::planner::FormatPlanReport(
                        *report, static_cast<size_t>(summary->peak_pool_bytes))

@@ -404,4 +404,28 @@ std::string ExecutableDir() {
   return SplitDirBase(exe).first;
 }
 
+std::string ForTerminal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  auto escape = [&out](unsigned char c) {
+    absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      escape(c);
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      escape(c);
+      escape(static_cast<unsigned char>(text[++i]));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace bfc::tools

@@ -23,6 +23,7 @@
 #define BFC_TOOLS_TOOL_IO_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -102,6 +103,13 @@ int FinishStandardOutput(const char* tool, int status);
 // The directory of the running executable (/proc/self/exe), or "" when it
 // cannot be found.
 std::string ExecutableDir();
+
+// `text` (a file, trace, phase or account name) for a terminal: control
+// characters (C0, DEL, and C1 as UTF-8 writes them, U+0080-U+009F) become
+// \xNN, so that a name cannot move the cursor or clear the screen; a
+// backslash becomes \\ so that the escapes read back unambiguously.
+// Everything else, UTF-8 included, is kept.
+std::string ForTerminal(std::string_view text);
 
 }  // namespace bfc::tools
 
