@@ -800,6 +800,10 @@ bool WriteOutput(const Flags& flags, const std::string& path,
   return true;
 }
 
+// Account samples (accounts x ops) a report may hold: checked where
+// --accounts opens them, before any work.
+constexpr size_t kMaxAccountSamples = size_t{1} << 25;
+
 // --accounts: a root account "replay" on the replay's allocator and one
 // child per phase name; each allocation is charged to its phase's account.
 class PhaseAccounts {
@@ -1693,6 +1697,22 @@ int Main(int argc, char** argv) {
     if (absl::Status s = accounts.Open(&allocator, *compiled, *phases);
         !s.ok()) {
       PrintError(app, s.message());
+      return kExitBadInput;
+    }
+    // The report keeps each account's bytes in use after every op: 8 bytes
+    // a sample, and about 28 while it is written (726 MB for 100k ops and
+    // 256 accounts). Bounded before any work, so that a long trace with many
+    // phase names cannot exhaust memory.
+    const size_t names = accounts.map()->names.size();
+    if (report && names > 0 &&
+        compiled->ops.size() > kMaxAccountSamples / names) {
+      PrintError(app,
+                 absl::StrFormat(
+                     "--accounts with a report (--json, --svg, --html, "
+                     "--pytorch-snapshot) records %d accounts after each of "
+                     "%d ops; at most %d samples (about 1 GB while written): "
+                     "use fewer phase names or drop the report",
+                     names, compiled->ops.size(), kMaxAccountSamples));
       return kExitBadInput;
     }
   }
