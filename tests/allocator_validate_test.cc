@@ -479,6 +479,20 @@ TEST_F(AllocatorValidateTest, CheapChecksCatchABrokenBinOnFree) {
 
 #endif  // BFC_CHECK_LEVEL >= 1
 
+// low_footprint over a sub-allocator whose regions never merge: each
+// request of 2 MiB or more gets a region of its own, listed when wholly free.
+std::unique_ptr<Allocator> SeparateRegions(const char* name) {
+  Allocator::Options o;
+  EXPECT_TRUE(ApplyAllocatorPreset(o, "low_footprint").ok());
+  o.allow_retry_on_failure = false;
+  VirtualSubAllocator::Options no_merge;
+  no_merge.supports_coalescing = false;
+  no_merge.gap_bytes = kMinAllocationSize;
+  return std::make_unique<Allocator>(
+      std::make_unique<VirtualSubAllocator>(size_t{1} << 30, no_merge),
+      /*total_memory=*/size_t{256} << 20, name, o);
+}
+
 #if BFC_CHECK_LEVEL == 1
 
 // A level-1 build rises to level 2 when the environment says
@@ -486,18 +500,13 @@ TEST_F(AllocatorValidateTest, CheapChecksCatchABrokenBinOnFree) {
 // build). The variable is read once per process, so each side runs in a
 // freshly started child ("threadsafe" re-executes the test binary), with the
 // variable set before the allocator's first call.
+
 // A pooled region left wholly free but missing from the free-region list: no
 // level-1 check looks there, and Validate does.
 void ClearStatsOverAnUnlistedFreeRegion(const char* level) {
   setenv("BFC_CHECK_LEVEL", level, /*overwrite=*/1);
-  Allocator::Options o;
-  ASSERT_TRUE(ApplyAllocatorPreset(o, "low_footprint").ok());
-  o.allow_retry_on_failure = false;
-  VirtualSubAllocator::Options no_merge;
-  no_merge.supports_coalescing = false;
-  no_merge.gap_bytes = kMinAllocationSize;
-  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30, no_merge),
-              /*total_memory=*/size_t{256} << 20, "env", o);
+  std::unique_ptr<Allocator> owned = SeparateRegions("env");
+  Allocator& a = *owned;
   void* x = a.AllocateRaw(kMinAllocationSize, size_t{4} << 20);
   void* y = a.AllocateRaw(kMinAllocationSize, size_t{4} << 20);
   ASSERT_TRUE(x != nullptr && y != nullptr);
@@ -553,14 +562,8 @@ TEST(CheckLadderTest, FailedChecksCompileToNothing) {
 // release_before_extend keeps the fully free regions in a list, least
 // recently freed first; Validate checks that it holds exactly them.
 TEST(AllocatorFreeRegionListTest, ValidateChecksTheListOfFullyFreeRegions) {
-  Allocator::Options o;
-  ASSERT_TRUE(ApplyAllocatorPreset(o, "low_footprint").ok());
-  o.allow_retry_on_failure = false;
-  VirtualSubAllocator::Options no_merge;
-  no_merge.supports_coalescing = false;
-  no_merge.gap_bytes = kMinAllocationSize;
-  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30, no_merge),
-              /*total_memory=*/size_t{256} << 20, "test", o);
+  std::unique_ptr<Allocator> owned = SeparateRegions("test");
+  Allocator& a = *owned;
   // A 32 MiB peak pool, given back; then three exact regions of which the
   // first two become fully free, x before y.
   void* t = a.AllocateRaw(kMinAllocationSize, size_t{32} << 20);
