@@ -62,6 +62,20 @@ class BfcReplayTest : public ::bfc::testing::ToolTest {
   BfcReplayTest() : ToolTest(BFC_REPLAY_BINARY) {}
 };
 
+// --quiet and --verbose conflict only when both are on: "--quiet=false
+// --verbose" was refused as if both had been given.
+TEST_F(BfcReplayTest, QuietAndVerboseConflictOnlyWhenBothAreOn) {
+  Result r = Run("--quiet=false --verbose");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("bfc-replay: backend"));
+  r = Run("--verbose=false --quiet");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  r = Run("--verbose --quiet");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--quiet: cannot be combined with --verbose"));
+}
+
 TEST_F(BfcReplayTest, NoArgumentsReplaysTheBundledTrace) {
   Result r = Run("");
   ASSERT_TRUE(r.exited);

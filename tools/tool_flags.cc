@@ -167,18 +167,23 @@ CLI::Option* AddSkipUnknownFreesFlag(CLI::App& app, bool* skip) {
 }
 
 void AddVerbosityFlags(CLI::App& app, Verbosity* verbosity) {
-  CLI::Option* quiet =
-      app.add_flag(
-             "--quiet", verbosity->quiet,
-             "Print only errors (the exit status tells the rest); not with "
-             "--verbose")
-          ->group(kGroupReporting);
-  CLI::Option* verbose =
-      app.add_flag("--verbose", verbosity->verbose,
-                   "Also print the configuration and where each setting "
-                   "came from (to standard error)")
-          ->group(kGroupReporting);
-  quiet->excludes(verbose);
+  app.add_flag("--quiet", verbosity->quiet,
+               "Print only errors (the exit status tells the rest); not with "
+               "--verbose")
+      ->group(kGroupReporting);
+  app.add_flag("--verbose", verbosity->verbose,
+               "Also print the configuration and where each setting "
+               "came from (to standard error)")
+      ->group(kGroupReporting);
+  // On the values, once parsed: CLI11's excludes() refused the two flags
+  // named together even when one was off (--quiet=false --verbose). The app's
+  // final callback runs inside parse(), so its error is a usage error.
+  app.callback([verbosity] {
+    if (verbosity->quiet && verbosity->verbose) {
+      throw CLI::ValidationError("--quiet",
+                                 "cannot be combined with --verbose");
+    }
+  });
 }
 
 CLI::Validator ByteSizeValidator(bool positive, uint64_t max) {
