@@ -384,8 +384,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateFast(
         ptr = h == kInvalidChunkHandle ? nullptr
                                        : AllocateChunk</*kMaySlow=*/false>(
                                              h, alignment, rounded, num_bytes);
-        if (!internal::ValidateEveryCall() ||
-            ABSL_PREDICT_TRUE(deferred_logs_.empty())) {
+        // The queue first: empty on almost every call, so the check level's
+        // once-read flag is looked at only when something was queued.
+        if (ABSL_PREDICT_TRUE(deferred_logs_.empty()) ||
+            !internal::ValidateEveryCall()) {
           mutex_.Unlock();
           return ptr;
         }
