@@ -103,6 +103,18 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
            Case{"memory_limit:99999999PiB", "bad value \"99999999PiB\""},
            Case{"memory_fraction:0", "(accepted values: a number in (0, 1])"},
            Case{"memory_fraction:1.5", "(accepted values: a number in (0, 1])"},
+           // strtod's other spellings are no decimal numbers.
+           Case{"memory_fraction:0x1p-1",
+                "(accepted values: a number in (0, 1])"},
+           Case{"memory_fraction:+0.5",
+                "(accepted values: a number in (0, 1])"},
+           Case{"memory_fraction:0.5.5",
+                "(accepted values: a number in (0, 1])"},
+           Case{"memory_fraction:5e", "(accepted values: a number in (0, 1])"},
+           Case{"pool_release_threshold:0x1p-2",
+                "bad value \"0x1p-2\" for pool_release_threshold"},
+           Case{"pool_release_threshold:infinity",
+                "bad value \"infinity\" for pool_release_threshold"},
            Case{"allow_growth:true,allow_growth:false",
                 "BFC_ALLOC_CONF: key allow_growth is given more than once"},
            Case{"memory_limit:1GiB,memory_fraction:0.5",
@@ -134,6 +146,7 @@ TEST(AllocConfTest, PyTorchKeysAreMappedOrIgnoredWithWhatToUseInstead) {
           "max_split_size_mb:99999999999999999999",
           "garbage_collection_threshold:0", "garbage_collection_threshold:1",
           "garbage_collection_threshold:nan",
+          "garbage_collection_threshold:0x1p-1",
           "garbage_collection_threshold:"}) {
       SCOPED_TRACE(bad);
       absl::StatusOr<AllocConf> c = ParseAllocConf(bad);

@@ -3,7 +3,9 @@
 #include "bfc/units.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
@@ -124,6 +126,37 @@ TEST(ParseByteSizeTest, RefusesWhatIsNotASize) {
     EXPECT_THAT(v.status().message(),
                 HasSubstr(std::string("bad byte size \"") + c.text + "\""));
     EXPECT_THAT(v.status().message(), HasSubstr(kByteSizeGrammar));
+  }
+}
+
+TEST(ParseDecimalNumberTest, ReadsPlainDecimals) {
+  for (const auto& [text, value] :
+       std::initializer_list<std::pair<const char*, double>>{
+           {"0.5", 0.5},
+           {".5", 0.5},
+           {"5.", 5.0},
+           {" 1 ", 1.0},
+           {"0", 0.0},
+           {"5e-1", 0.5},
+           {"1E+0", 1.0},
+           {"0.1", 0.1},
+           {"1e-05", 1e-05}}) {
+    absl::StatusOr<double> v = ParseDecimalNumber(text);
+    ASSERT_TRUE(v.ok()) << text << ": " << v.status();
+    EXPECT_EQ(*v, value) << text;
+  }
+}
+
+TEST(ParseDecimalNumberTest, RefusesStrtodsOtherSpellings) {
+  for (const char* text :
+       {"",    " ",     ".",   "-0.5",     "+0.5",  "0x1p-1", "0X.8",
+        "nan", "NAN",   "inf", "infinity", "1e",    "1e+",    "e5",
+        ".e5", "0.5.5", "1 2", "0.5x",     "1e999", "5%"}) {
+    absl::StatusOr<double> v = ParseDecimalNumber(text);
+    ASSERT_FALSE(v.ok()) << "'" << text << "' read as " << *v;
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(v.status().message(),
+                HasSubstr(std::string("bad number \"") + text + "\""));
   }
 }
 

@@ -49,6 +49,15 @@ inline constexpr uint64_t kTiB = uint64_t{1} << 40;
 [[nodiscard]] absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text,
                                                      uint64_t default_unit = 1);
 
+// Parses a plain decimal number: digits with at most one point and an
+// optional exponent ("0.5", ".5", "1", "5e-1"), surrounding spaces allowed.
+// The fractions of BFC_ALLOC_CONF and the options (memory_fraction,
+// pool_release_threshold) read through it, so that a sign, "0x1p-1", "nan"
+// and "inf", which strtod would take, are refused; the exponent stays so that
+// every fraction the summary prints reads back. InvalidArgument naming the
+// text otherwise.
+[[nodiscard]] absl::StatusOr<double> ParseDecimalNumber(absl::string_view text);
+
 // The grammar in one line, for error messages and --help.
 inline constexpr char kByteSizeGrammar[] =
     "bytes or a number with a unit: B, KiB, MiB, GiB, TiB, PiB (powers of "

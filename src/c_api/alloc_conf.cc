@@ -291,11 +291,11 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       }
       conf.memory_limit = *bytes;
     } else if (key == "memory_fraction") {
-      double d = 0;
-      if (!absl::SimpleAtod(value, &d) || !(d > 0 && d <= 1)) {
+      absl::StatusOr<double> d = ParseDecimalNumber(value);
+      if (!d.ok() || !(*d > 0 && *d <= 1)) {
         return BadValue(key, value, "a number in (0, 1]");
       }
-      conf.memory_fraction = d;
+      conf.memory_fraction = *d;
     } else if (const OptionField* field = FindAllocatorOptionField(key)) {
       if (!SetAllocatorOption(conf.options, key, value).ok()) {
         return BadValue(key, value, OptionKindGrammar(field->kind));
@@ -311,13 +311,13 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       conf.options.max_split_bytes = mb << 20;
       conf.keys.back() = "max_split_bytes";
     } else if (key == "garbage_collection_threshold") {
-      double d = 0;
-      if (!absl::SimpleAtod(value, &d) || !(d > 0 && d < 1)) {
+      absl::StatusOr<double> d = ParseDecimalNumber(value);
+      if (!d.ok() || !(*d > 0 && *d < 1)) {
         return BadValue(key, value,
                         "a number in (0, 1) (PyTorch's rule); sets "
                         "pool_release_threshold");
       }
-      conf.options.pool_release_threshold = d;
+      conf.options.pool_release_threshold = *d;
       conf.keys.back() = "pool_release_threshold";
     } else if (const PyTorchKey* pt = FindPyTorchKey(key)) {
       conf.ignored.push_back(bfc::internal::Format(

@@ -88,11 +88,9 @@ absl::Status Parse(const OptionField& f, absl::string_view text, int* out) {
 }
 
 absl::Status Parse(const OptionField& f, absl::string_view text, double* out) {
-  double v = 0;
-  if (!absl::SimpleAtod(text, &v) || !(v >= 0 && v <= 1)) {
-    return BadValue(f, text);
-  }
-  *out = v;
+  absl::StatusOr<double> v = ParseDecimalNumber(text);
+  if (!v.ok() || !(*v >= 0 && *v <= 1)) return BadValue(f, text);
+  *out = *v;
   return absl::OkStatus();
 }
 

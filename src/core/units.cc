@@ -4,11 +4,13 @@
 // arithmetic, so "0.1GB" is 100000000 and 2^64 - 1 is still accepted.
 #include "bfc/units.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "bfc/internal/str_format.h"
@@ -150,6 +152,45 @@ std::string HumanReadableBytes(uint64_t bytes) {
 std::string HumanReadableBytesExact(uint64_t bytes) {
   if (bytes < kKiB) return HumanReadableBytes(bytes);
   return absl::StrCat(HumanReadableBytes(bytes), " (", bytes, " B)");
+}
+
+absl::StatusOr<double> ParseDecimalNumber(absl::string_view text) {
+  const absl::string_view s = absl::StripAsciiWhitespace(text);
+  // MANTISSA [e[+-]DIGITS]; the mantissa needs a digit, the exponent too.
+  auto digits_at = [&s](size_t i) {
+    size_t j = i;
+    while (j < s.size() &&
+           absl::ascii_isdigit(static_cast<unsigned char>(s[j])))
+      ++j;
+    return j - i;
+  };
+  size_t i = digits_at(0);
+  size_t mantissa_digits = i;
+  if (i < s.size() && s[i] == '.') {
+    const size_t n = digits_at(i + 1);
+    mantissa_digits += n;
+    i += 1 + n;
+  }
+  bool well_formed = mantissa_digits > 0;
+  if (well_formed && i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    const size_t n = digits_at(i);
+    well_formed = n > 0;
+    i += n;
+  }
+  double value = 0;
+  // What is left for SimpleAtod is a plain decimal, which it rounds
+  // correctly; one past DBL_MAX still comes back infinite.
+  if (!well_formed || i != s.size() || !absl::SimpleAtod(s, &value) ||
+      !std::isfinite(value)) {
+    return absl::InvalidArgumentError(internal::Format(
+        "bad number \"%s\": expected decimal digits with at most one point "
+        "and an optional exponent, e.g. 0.5 or 5e-1 (no sign, hex, nan or "
+        "inf)",
+        text));
+  }
+  return value;
 }
 
 }  // namespace bfc
