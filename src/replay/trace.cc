@@ -149,7 +149,11 @@ bool ParseTime(std::string_view s, double* out) {
   }
   double seconds = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), seconds);
-  if (ec != std::errc() || end != s.data() + s.size()) return false;
+  // `0:0:nan`, `0:0:inf` and `0:0:-5` parse but are no time of day.
+  if (ec != std::errc() || end != s.data() + s.size() ||
+      !std::isfinite(seconds) || seconds < 0) {
+    return false;
+  }
   *out = total * 60 + seconds;
   return true;
 }
