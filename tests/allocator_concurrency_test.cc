@@ -360,6 +360,52 @@ TEST(AllocatorConcurrencyTest, ASinkMayLookAtOtherAllocatorsOnOutOfMemory) {
   EXPECT_EQ(a.GetStats()->num_ooms, 500);
 }
 
+// sub_allocator.h promises a SubAllocator is only called under its
+// allocator's lock, so one may keep plain state. GetMemoryType called it
+// without the lock: TSan saw this sub-allocator's counter race a Free.
+class UnsynchronizedSubAllocator : public SubAllocator {
+ public:
+  UnsynchronizedSubAllocator() : SubAllocator({}, {}) {}
+  void* Alloc(size_t alignment, size_t num_bytes,
+              size_t* bytes_received) override {
+    ++calls_;
+    return inner_.Alloc(alignment, num_bytes, bytes_received);
+  }
+  void Free(void* ptr, size_t num_bytes) override {
+    ++calls_;
+    inner_.Free(ptr, num_bytes);
+  }
+  bool SupportsCoalescing() const override { return false; }
+  MemoryType GetMemoryType() const override {
+    ++calls_;
+    return MemoryType::kHostPageable;
+  }
+
+ private:
+  mutable int64_t calls_ = 0;  // plain: the contract says it may be
+  HostSubAllocator inner_;
+};
+
+TEST(AllocatorConcurrencyTest, GetMemoryTypeCallsTheSubAllocatorUnderTheLock) {
+  Allocator alloc(std::make_unique<UnsynchronizedSubAllocator>(), 64 * kMiB,
+                  "memory_type");
+  std::atomic<bool> stop{false};
+  std::thread asker([&] {
+    while (!stop.load()) {
+      EXPECT_EQ(alloc.GetMemoryType(), MemoryType::kHostPageable);
+    }
+  });
+  for (int i = 0; i < 2000; ++i) {
+    void* p = alloc.AllocateRaw(256, 4 * kMiB);
+    ASSERT_NE(p, nullptr);
+    alloc.DeallocateRaw(p);
+    (void)alloc.ReleaseFreeRegions();  // a sub-allocator Free each time
+  }
+  stop.store(true);
+  asker.join();
+  EXPECT_TRUE(alloc.Validate().ok());
+}
+
 TEST(FuseTest, ABlownFuseFailsTheProcess) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(

@@ -2752,6 +2752,9 @@ bool Allocator::ClearStats() {
 
 MemoryType Allocator::GetMemoryType() const {
   if (sub_allocator_ == nullptr) return MemoryType::kUnknown;
+  // A SubAllocator is only ever called under the lock (sub_allocator.h), so
+  // one written to that contract need not be thread-safe here either.
+  Lock lock(this);
   MemoryType type = MemoryType::kUnknown;
   std::string what;
   if (!CallUserCode([&] { type = sub_allocator_->GetMemoryType(); }, &what)) {
