@@ -182,7 +182,11 @@ class ABSL_LOCKABLE Mutex {
   }
   void RawUnlock() {
     state_.store(0, std::memory_order_release);
-    // No fence between the store and this load: see "The implementation".
+    // No CPU fence between the store and this load: see "The implementation".
+    // The asymmetric fence needs them in this order in the instruction
+    // stream, and C++ lets a compiler hoist a relaxed load above a release
+    // store; this compiler-only fence (no instruction) forbids that.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     if (contended_.load(std::memory_order_relaxed) != 0) WakeOne();
   }
   void LockSlow();
