@@ -31,9 +31,13 @@ struct Layout {
 
 // Calls edge(from, to, capacity, cost) for every edge of the factored graph
 // (see the header), in a fixed order. Records must be valid and non-empty.
+// With `fan_in` set, the edges from the hubs into a tensor, which can number
+// tensors times distinct sizes, are added to *fan_in uncalled: counting the
+// graph then costs O(n log n), so an oversized one is refused at once.
 void VisitEdges(
     const std::vector<TensorUsageRecord<size_t>>& records,
-    const std::function<void(size_t, size_t, int64_t, int64_t)>& edge) {
+    const std::function<void(size_t, size_t, int64_t, int64_t)>& edge,
+    size_t* fan_in = nullptr) {
   const size_t n = records.size();
   const Layout g{n};
   std::vector<size_t> sizes;
@@ -73,6 +77,10 @@ void VisitEdges(
     edge(g.Source(), g.Left(t), 1, 0);
     edge(g.Right(t), g.Sink(), 1, 0);
     edge(g.Source(), g.Right(t), 1, static_cast<int64_t>(size));
+    if (fan_in != nullptr) {
+      *fan_in += active.size();
+      continue;
+    }
     for (size_t c : active) {
       const int64_t cost =
           size > sizes[c] ? static_cast<int64_t>(size - sizes[c]) : 0;
@@ -233,8 +241,11 @@ size_t MinCostFlowEdgeCount(
     const std::vector<TensorUsageRecord<size_t>>& usage_records) {
   if (usage_records.empty()) return 0;
   size_t count = 0;
-  VisitEdges(usage_records, [&](size_t, size_t, int64_t, int64_t) { ++count; });
-  return count;
+  size_t fan_in = 0;
+  VisitEdges(
+      usage_records, [&](size_t, size_t, int64_t, int64_t) { ++count; },
+      &fan_in);
+  return count + fan_in;
 }
 
 absl::Status MinCostFlowAssignment(

@@ -246,6 +246,24 @@ TEST(MinCostFlowTest, RejectsGraphsOverTheEdgeLimit) {
   EXPECT_EQ(internal::TotalSize(plan), 50u);
 }
 
+// A chain of distinct sizes needs ~n^2 / 2 edges: 2 * 10^10 here. The count
+// (and so the refusal) must not walk them one by one (it took minutes).
+TEST(MinCostFlowTest, AnOversizedGraphIsCountedAndRefusedAtOnce) {
+  constexpr size_t n = 200000;
+  Records chain;
+  chain.reserve(n);
+  for (size_t i = 0; i < n; ++i) chain.emplace_back(i + 1, 2 * i, 2 * i);
+  // Per tensor: source -> L, R -> sink, source -> R, and one edge from each
+  // of the t earlier sizes' hubs; each of the first n - 1 tensors is
+  // released into its hub (L -> H) when the next begins; no two share a
+  // size, so no hub chains.
+  EXPECT_EQ(MinCostFlowEdgeCount(chain), 3 * n + n * (n - 1) / 2 + (n - 1));
+  ObjectsAssignment<size_t> plan;
+  absl::Status status = MinCostFlowAssignment(chain, &plan);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("over the limit"));
+}
+
 TEST(MinCostFlowTest, FewDistinctSizesKeepTheGraphLinear) {
   Records records;
   for (size_t i = 0; i < 4000; ++i) {
