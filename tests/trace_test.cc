@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -385,6 +386,31 @@ Trace Make(const std::string& rows) {
   absl::StatusOr<Trace> t = ParseTrace(kHeader + rows, "t");
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? *t : Trace();
+}
+
+// Stream indices are 16 bits and index 0 is always stream 0: 65535 others
+// fit, used or not; one more is refused with that bound, naming its line.
+TEST(CompileTraceTest, StreamsAreBoundedBesidesStreamZero) {
+  auto rows = [](uint64_t first, uint64_t count) {
+    std::string out;
+    for (uint64_t s = first; s < first + count; ++s) {
+      out += absl::StrCat("1,0,allocate,0x100,256,", s, "\n");
+      out += absl::StrCat("1,0,free,0x100,256,", s, "\n");
+    }
+    return out;
+  };
+  absl::StatusOr<CompiledTrace> fits = CompileTrace(Make(rows(1, 65535)));
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(fits->streams.size(), 65536u);
+  absl::StatusOr<CompiledTrace> with_zero = CompileTrace(Make(rows(0, 65536)));
+  ASSERT_TRUE(with_zero.ok()) << with_zero.status();
+  absl::StatusOr<CompiledTrace> over = CompileTrace(Make(rows(1, 65536)));
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  // Line 1 is the header; stream 65536's allocation is row 2 * 65535 + 1.
+  EXPECT_THAT(over.status().message(),
+              HasSubstr("t:131072: more than 65535 distinct streams besides "
+                        "stream 0"));
 }
 
 TEST(CompileTraceTest, PairsFreesAndRecyclesSlots) {

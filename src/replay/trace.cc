@@ -619,8 +619,10 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
         e.stream, static_cast<uint16_t>(out.streams.size()));
     if (new_stream) {
       if (out.streams.size() > UINT16_MAX) {
+        // streams[0] is stream 0 whether or not the trace uses it.
         return absl::ResourceExhaustedError(absl::StrCat(
-            trace.name, ":", e.line, ": more than 65536 distinct streams"));
+            trace.name, ":", e.line,
+            ": more than 65535 distinct streams besides stream 0"));
       }
       out.streams.push_back(e.stream);
     }
