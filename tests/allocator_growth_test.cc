@@ -107,6 +107,51 @@ TEST(AllocatorGrowthTest, SameAsRequestedTakesExactlyTheRequestAboveTheFloor) {
   FreeAll(*f.alloc, q);
 }
 
+// The floor for requests up to a bound only: 1 MiB and below are raised to
+// the 2 MiB floor; 1 MiB + 256 is not (its rest could not hold another of
+// its size), under same_as_requested (exactly the request) and doubling
+// (the policy's own step).
+TEST(AllocatorGrowthTest, FloorAppliesOnlyToRequestsUpToItsBound) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.min_growth_step_bytes = 2 * kMiB;
+  o.min_growth_step_max_request_bytes = 1 * kMiB;
+  Rig s = Make(o);
+  // 1 MiB takes a 2 MiB region; 1.5 MiB does not fit the 1 MiB rest and is
+  // over the bound: exactly 1.5 MiB; 300 KiB fits the first region's rest;
+  // 1 MiB + 256 is over the bound; 1 MiB again: the floor.
+  auto p = AllocateAll(
+      *s.alloc, {1 * kMiB, 3 * kMiB / 2, 300 * kKiB, 1 * kMiB + 1, 1 * kMiB});
+  EXPECT_THAT(s.journal->alloc_requests,
+              ElementsAre(2 * kMiB, 3 * kMiB / 2, 1 * kMiB + 256, 2 * kMiB));
+  EXPECT_EQ(s.alloc->GetStats()->growth_overshoot_bytes,
+            static_cast<int64_t>(2 * kMiB));
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  FreeAll(*s.alloc, p);
+
+  // 0: the floor for every request (Paddle's chunk size).
+  o.min_growth_step_max_request_bytes = 0;
+  Rig all = Make(o);
+  auto q = AllocateAll(*all.alloc, {3 * kMiB / 2});
+  EXPECT_THAT(all.journal->alloc_requests, ElementsAre(2 * kMiB));
+  FreeAll(*all.alloc, q);
+
+  // Doubling keeps its own step above the bound: 3 MiB doubles 2 MiB to
+  // 4 MiB, under an 8 MiB floor that 256 bytes are raised to.
+  o.growth_policy = GrowthPolicy::kDoubling;
+  o.min_growth_step_bytes = 8 * kMiB;
+  o.min_growth_step_max_request_bytes = 1 * kMiB;
+  Rig d = Make(o);
+  auto r = AllocateAll(*d.alloc, {3 * kMiB});
+  Rig e = Make(o);
+  auto t = AllocateAll(*e.alloc, {256});
+  EXPECT_THAT(d.journal->alloc_requests, ElementsAre(4 * kMiB));
+  EXPECT_THAT(e.journal->alloc_requests, ElementsAre(8 * kMiB));
+  FreeAll(*e.alloc, t);
+  EXPECT_TRUE(d.alloc->Validate().ok());
+  FreeAll(*d.alloc, r);
+}
+
 TEST(AllocatorGrowthTest, FixedStepTakesTheStepOrTheRequest) {
   Allocator::Options o;
   o.growth_policy = GrowthPolicy::kFixedStep;

@@ -57,6 +57,7 @@ TEST(AllocatorOptionsTest, TableListsEveryFieldOnceWithADoc) {
                                    "initial_region_bytes",
                                    "max_growth_step_bytes",
                                    "min_growth_step_bytes",
+                                   "min_growth_step_max_request_bytes",
                                    "release_before_extend",
                                    "huge_allocation_bytes",
                                    "min_split_remainder_bytes",

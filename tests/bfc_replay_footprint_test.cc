@@ -28,14 +28,14 @@ struct FootprintCase {
   double guard;        // measured footprint, rounded up
 };
 
-// Measured at the commit that added this file (README, "Choosing a
-// preset"). Issue 15's goal is 1.10: densenet121-infer misses it (1.277,
-// small long-lived feature maps pin regions freed by large ones) and so do
-// five small models; each is held to what it is, so that none gets worse
+// Measured with the preset's current bundle (README, "Choosing a preset").
+// Issue 15's goal is 1.10: densenet121-infer misses it (1.277, small
+// long-lived feature maps pin regions freed by large ones) and so do three
+// small models; each is held to what it is, so that none gets worse
 // unnoticed.
 constexpr FootprintCase kCases[] = {
     {"lstm-train.csv", "phases/lstm-train.phases.csv", 1.035},
-    {"resnet18-train.csv", "phases/resnet18-train.phases.csv", 1.050},
+    {"resnet18-train.csv", "phases/resnet18-train.phases.csv", 1.062},
     {"resnet50-infer.csv", "phases/resnet50-infer.phases.csv", 1.091},
     {"transformer-train.csv", "phases/transformer-train.phases.csv", 1.021},
     {"captured/bert-infer.csv.gz", "", 1.041},
@@ -44,16 +44,16 @@ constexpr FootprintCase kCases[] = {
     {"captured/gpt-decoder-train.csv.gz", "", 1.035},
     {"captured/gru-seq2seq-train.csv.gz", "", 1.010},
     {"captured/mobilenet_v2-train.csv.gz", "", 1.011},
-    {"captured/squeezenet1_1-train.csv.gz", "", 1.085},
+    {"captured/squeezenet1_1-train.csv.gz", "", 1.095},
     {"captured/vgg11-train.csv.gz", "", 1.010},
-    // Small models (peak live 11-195 MiB): five of the seven miss the goal,
-    // mostly to the 2 MiB growth floor (README).
-    {"captured/densenet121-infer-b2.csv.gz", "", 1.090},
+    // Small models (peak live 11-195 MiB): three of the seven miss the goal,
+    // to the 2 MiB growth floor and to pinning (README).
+    {"captured/densenet121-infer-b2.csv.gz", "", 1.100},
     {"captured/gru-small-train.csv.gz", "", 1.190},
-    {"captured/mlp-train.csv.gz", "", 1.400},
-    {"captured/mobilenet_v2-infer-b1.csv.gz", "", 1.140},
-    {"captured/resnet18-infer-b1.csv.gz", "", 1.175},
-    {"captured/resnet18-train-b2.csv.gz", "", 1.025},
+    {"captured/mlp-train.csv.gz", "", 1.155},
+    {"captured/mobilenet_v2-infer-b1.csv.gz", "", 1.050},
+    {"captured/resnet18-infer-b1.csv.gz", "", 1.030},
+    {"captured/resnet18-train-b2.csv.gz", "", 1.050},
     {"captured/squeezenet1_1-infer-b4.csv.gz", "", 1.355},
 };
 

@@ -919,8 +919,9 @@ std::vector<KeyCase> CApiKeyTest::KeyCases() {
        "backend:host,memory_limit:64MiB,growth_policy:same_as_requested",
        "backend:host,memory_limit:64MiB", PoolAfter256, "pool 256",
        "pool 2097152"},
-      // low_footprint's regions are what is missing, at least 2 MiB: the
-      // 3 MiB request gets 3 MiB, not the 4 MiB TF doubles to.
+      // low_footprint's regions are what is missing (2 MiB for requests up
+      // to 1 MiB): the 3 MiB request gets 3 MiB, not the 4 MiB TF doubles
+      // to.
       {"preset", "backend:host,memory_limit:64MiB,preset:low_footprint",
        "backend:host,memory_limit:64MiB,preset:tf",
        [] {
@@ -955,6 +956,21 @@ std::vector<KeyCase> CApiKeyTest::KeyCases() {
        "min_growth_step_bytes:1MiB",
        "backend:host,memory_limit:64MiB,growth_policy:same_as_requested",
        PoolAfter256, "pool 1048576", "pool 256"},
+      // A 1.5 MiB request under a 2 MiB floor: raised to the floor, or, above
+      // a 1 MiB bound on the requests it applies to, a region of its size.
+      {"min_growth_step_max_request_bytes",
+       "backend:host,memory_limit:64MiB,growth_policy:same_as_requested,"
+       "min_growth_step_bytes:2MiB,min_growth_step_max_request_bytes:1MiB",
+       "backend:host,memory_limit:64MiB,growth_policy:same_as_requested,"
+       "min_growth_step_bytes:2MiB",
+       [] {
+         void* a = lib_.malloc(3 << 19, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(a, 0, 0, kNoStream);
+         return "pool " + std::to_string(s.pool_bytes);
+       },
+       "pool 1572864", "pool 2097152"},
       // A fully free 2 MiB region does not fit 3 MiB: given back before the
       // pool grows, or kept.
       {"release_before_extend",

@@ -93,6 +93,10 @@ enum class GrowthPolicy {
     "max_power_of_two_extend_bytes)")                                         \
   X(uint64_t, min_growth_step_bytes, 0, kBytes, "",                           \
     "Floor on one region (0: none; Paddle's auto_growth_chunk_size)")         \
+  X(uint64_t, min_growth_step_max_request_bytes, 0, kBytes, "",               \
+    "The floor applies only to requests of at most this many bytes; larger "  \
+    "ones are not raised to it (0: every request; PyTorch grows 2 MiB "       \
+    "segments for requests of at most 1 MiB)")                                \
   X(bool, release_before_extend, false, kBool, "",                            \
     "Before taking a new region, give fully-free ones back, least recently "  \
     "freed first, until the grown pool is no larger than its peak so far "    \

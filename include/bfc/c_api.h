@@ -44,6 +44,8 @@
  *       initial_region_bytes    bytes                   (default 2MiB)
  *       max_growth_step_bytes   bytes, 0: no cap        (default 0)
  *       min_growth_step_bytes   bytes, 0: no floor      (default 0)
+ *       min_growth_step_max_request_bytes bytes, 0: the floor applies to
+ *                               every request           (default 0)
  *       release_before_extend   true | false            (default false)
  *       huge_allocation_bytes   bytes, 0: off           (default 0)
  *       min_split_remainder_bytes bytes, 0: TF's rule only (default 0)

@@ -1545,7 +1545,13 @@ size_t Allocator::GrowthStep(size_t needed, size_t available,
           AlignUp(opts_.max_growth_step_bytes, kMinAllocationSize);
       if (bytes > cap) bytes = std::max(needed, cap);
     }
-    if (opts_.min_growth_step_bytes != 0) {
+    // A floor's rest pays when it holds more requests like the one it was
+    // grown for; a region raised to the floor for a request over half of it
+    // keeps a rest that cannot (2 MiB for a 1.5 MiB request: the rest is
+    // mostly waste), so the floor can be kept for requests up to a bound.
+    if (opts_.min_growth_step_bytes != 0 &&
+        (opts_.min_growth_step_max_request_bytes == 0 ||
+         needed <= opts_.min_growth_step_max_request_bytes)) {
       bytes = std::max<size_t>(
           bytes, AlignUp(opts_.min_growth_step_bytes, kMinAllocationSize));
     }

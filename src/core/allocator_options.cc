@@ -141,13 +141,14 @@ absl::Span<const OptionField> AllocatorOptionFields() { return kFields; }
 absl::Span<const AllocatorPreset> AllocatorPresets() {
   // Measured on the shared traces over a non-coalescing sub-allocator
   // (bfc-replay --backend=sim-cudamalloc; README "Choosing a preset"):
-  // exact-size regions with a 2 MiB floor (the granularity cudaMalloc and
-  // PyTorch use), splitting any rest worth a chunk, and giving wholly free
-  // regions back before taking more.
+  // exact-size regions, with a 2 MiB floor for requests of at most 1 MiB
+  // (PyTorch's small-request segments), splitting any rest worth a chunk,
+  // and giving wholly free regions back before taking more.
   static constexpr AllocatorPreset kPresets[] = {
       {"tf",
        "growth_policy:doubling,initial_region_bytes:2MiB,"
        "max_growth_step_bytes:0,min_growth_step_bytes:0,"
+       "min_growth_step_max_request_bytes:0,"
        "release_before_extend:false,huge_allocation_bytes:0,"
        "min_split_remainder_bytes:0,max_split_bytes:0,"
        "pool_release_threshold:0,extend_by_missing_tail:false,"
@@ -157,11 +158,13 @@ absl::Span<const AllocatorPreset> AllocatorPresets() {
       {"low_footprint",
        "growth_policy:same_as_requested,initial_region_bytes:2MiB,"
        "max_growth_step_bytes:0,min_growth_step_bytes:2MiB,"
+       "min_growth_step_max_request_bytes:1MiB,"
        "release_before_extend:true,huge_allocation_bytes:0,"
        "min_split_remainder_bytes:256,max_split_bytes:0,"
        "pool_release_threshold:0,extend_by_missing_tail:false,"
        "release_partial_regions:true",
-       "Regions of what is missing (at least 2 MiB), any rest split off, "
+       "Regions of what is missing (2 MiB for requests up to 1 MiB), any "
+       "rest split off, "
        "fully free regions (and, over backend vmm, the free pages inside "
        "regions) given back before the pool would pass its peak"},
   };

@@ -235,7 +235,10 @@ class Harness {
       o.release_before_extend = which & 4;
       o.min_split_remainder_bytes = (which & 8) ? 256 : 0;
       o.huge_allocation_bytes = (which & 16) ? 1 << 20 : 0;
-      if (mode == 2) o.min_growth_step_bytes = 1 << 20;
+      if (mode == 2) {
+        o.min_growth_step_bytes = 1 << 20;
+        o.min_growth_step_max_request_bytes = (frag & 16) ? 256 << 10 : 0;
+      }
       if (mode == 3) o.initial_region_bytes = 64 << 10;
       o.max_split_bytes = (frag & 1) ? 512 << 10 : 0;
       o.pool_release_threshold = (frag & 2) ? 0.5 : 0.0;
@@ -276,15 +279,17 @@ class Harness {
     }
     config_ = absl::StrFormat(
         "limit %d growth %d gc %d coalescing %d retry %d gap %d faults %d/%d "
-        "frag %d policy %s cap %d floor %d initial %d release %d split %d "
+        "frag %d policy %s cap %d floor %d up to %d initial %d release %d "
+        "split %d "
         "huge %d max_split %d release_threshold %g tail %d pages %d",
         limit_, o.allow_growth, o.garbage_collection, f.supports_coalescing,
         o.allow_retry_on_failure, f.gap_bytes, mode, which, frag,
         GrowthPolicyName(o.growth_policy), o.max_growth_step_bytes,
-        o.min_growth_step_bytes, o.initial_region_bytes,
-        o.release_before_extend, o.min_split_remainder_bytes,
-        o.huge_allocation_bytes, o.max_split_bytes, o.pool_release_threshold,
-        o.extend_by_missing_tail, f.partial_free_bytes);
+        o.min_growth_step_bytes, o.min_growth_step_max_request_bytes,
+        o.initial_region_bytes, o.release_before_extend,
+        o.min_split_remainder_bytes, o.huge_allocation_bytes, o.max_split_bytes,
+        o.pool_release_threshold, o.extend_by_missing_tail,
+        f.partial_free_bytes);
     gc_ = o.garbage_collection;
     journal_ = std::make_shared<testing::SubAllocatorJournal>();
     auto sub = std::make_unique<testing::FakeSubAllocator>(f, journal_);
