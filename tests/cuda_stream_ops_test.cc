@@ -335,6 +335,43 @@ TEST(CudaStreamOpsTest, TheFakeChecksWaitArguments) {
   EXPECT_EQ(wait(s, static_cast<CUevent>(e), 0), CUDA_ERROR_INVALID_HANDLE);
 }
 
+// The driver's context rules, which the fake enforces since a review found
+// the library relying on their absence: an event is recorded only on a
+// stream of its own context ("hEvent and hStream must be from the same
+// context", cuda.h), and the default-stream handles need a current context.
+TEST(CudaStreamOpsTest, TheFakeEnforcesContextRules) {
+  BFC_REQUIRE_FAKE(fake);
+  fake->set_device_count(2);
+  using RetainFn = CUresult (*)(CUcontext*, CUdevice);
+  using PushFn = CUresult (*)(CUcontext);
+  using PopFn = CUresult (*)(CUcontext*);
+  auto retain = testing::DriverFunction<RetainFn>("cuDevicePrimaryCtxRetain");
+  auto push = testing::DriverFunction<PushFn>("cuCtxPushCurrent_v2");
+  auto pop = testing::DriverFunction<PopFn>("cuCtxPopCurrent_v2");
+  auto sync =
+      testing::DriverFunction<CUresult (*)(CUstream)>("cuStreamSynchronize");
+  DriverStreams d;
+  CUcontext peer = nullptr;
+  ASSERT_EQ(retain(&peer, 1), CUDA_SUCCESS);
+  ASSERT_EQ(push(peer), CUDA_SUCCESS);
+  CUstream on_peer = d.Make();
+  CUcontext popped = nullptr;
+  ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+  auto ops = *CudaStreamOps::Create(0);  // device 0's events
+  absl::StatusOr<StreamOps::Event> e = ops->RecordEvent(on_peer);
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(std::string(e.status().message()),
+              HasSubstr("CUDA_ERROR_INVALID_HANDLE"));
+  // A thread with no current context cannot name the default stream.
+  std::thread fresh([&] {
+    EXPECT_EQ(sync(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(d.query(CU_STREAM_LEGACY), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(sync(on_peer), CUDA_SUCCESS);  // its own stream carries one
+  });
+  fresh.join();
+  EXPECT_EQ(d.destroy(on_peer), CUDA_SUCCESS);
+}
+
 TEST(CudaStreamOpsTest, TheFakeRejectsDestroyedEvents) {
   BFC_REQUIRE_FAKE(fake);
   std::unique_ptr<Allocator> keep = Pool();  // primary context current

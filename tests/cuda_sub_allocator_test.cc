@@ -31,6 +31,7 @@
 #include "fake_cuda/fake_cuda_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/fake_sub_allocator.h"
 
 namespace bfc {
 namespace {
@@ -522,6 +523,54 @@ TEST_F(CudaSubAllocatorTest, StreamSynchronizeWaitsForPendingWork) {
   const absl::Status failed = CudaStreamSynchronize(nullptr);
   EXPECT_THAT(std::string(failed.message()),
               HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
+}
+
+// From a review: a thread with no current context (a host worker that only
+// frees) named the default stream of no context, which the driver refuses:
+// CudaStreamSynchronize makes device 0's primary context current there, as
+// the CUDA runtime does on a thread's first call.
+TEST_F(CudaSubAllocatorTest, StreamSynchronizeWorksOnAThreadWithoutAContext) {
+  BFC_REQUIRE_FAKE_CUDA();
+  ASSERT_GE(CudaDeviceCount(), 1);
+  auto current =
+      testing::DriverFunction<CUresult (*)(CUcontext*)>("cuCtxGetCurrent");
+  std::thread fresh([&] {
+    CUcontext ctx = nullptr;
+    ASSERT_EQ(current(&ctx), CUDA_SUCCESS);
+    ASSERT_EQ(ctx, nullptr);
+    for (void* s :
+         {static_cast<void*>(nullptr), static_cast<void*>(CU_STREAM_LEGACY),
+          static_cast<void*>(CU_STREAM_PER_THREAD)}) {
+      const absl::Status synced = CudaStreamSynchronize(s);
+      EXPECT_TRUE(synced.ok()) << synced;
+    }
+    ASSERT_EQ(current(&ctx), CUDA_SUCCESS);
+    EXPECT_NE(ctx, nullptr);
+  });
+  fresh.join();
+}
+
+// From a review: when a block came back misaligned and giving it back
+// before the padded retry failed, the block leaked without a word.
+TEST_F(CudaSubAllocatorTest, AFailedFreeBeforeThePaddedRetryIsLogged) {
+  BFC_REQUIRE_FAKE_CUDA();
+  CudaDeviceSubAllocator sub(0);
+  const size_t alignment = size_t{16} << 20;  // more than the fake aligns to
+  GetFake()->fail_call("cuMemFree", 1, CUDA_ERROR_LAUNCH_FAILED);
+  testing::LogCapture log;
+  size_t got = 0;
+  void* p = sub.Alloc(alignment, kMiB, &got);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % alignment, 0u);
+  sub.Free(p, got);
+  if (GetFake()->call_count("cuMemAlloc") != 2) {
+    GTEST_SKIP() << "the first block came aligned to 16 MiB: no retry";
+  }
+  EXPECT_TRUE(log.Contains("CUDA_ERROR_LAUNCH_FAILED"));
+  EXPECT_TRUE(log.Contains("it is leaked"));
+  // The first block is the one the driver still holds.
+  EXPECT_EQ(GetFake()->live_allocations(0), 1);
+  GetFake()->reset();
 }
 
 TEST_F(CudaSubAllocatorTest, MemGetInfoReportsTheDevice) {

@@ -41,8 +41,11 @@ namespace bfc {
 int CudaDeviceCount(std::string* error = nullptr);
 
 // cuStreamSynchronize(stream) through the driver table (`stream` is a
-// cudaStream_t / CUstream; nullptr is the legacy default stream). Unavailable
-// without a driver; the CUDA error named otherwise.
+// cudaStream_t / CUstream; nullptr is the legacy default stream). The null,
+// legacy and per-thread handles name a stream of the current context; on a
+// thread with none, device 0's primary context is made current first (and
+// stays current), as the CUDA runtime does on a thread's first call.
+// Unavailable without a driver; the CUDA error named otherwise.
 absl::Status CudaStreamSynchronize(void* stream);
 
 // Free and total memory of `device` (cuMemGetInfo in its primary context),

@@ -92,6 +92,18 @@ void LogFailure(const std::string& who, const absl::Status& status) {
   Log(LogSeverity::kError, internal::Format("%s: %s", who, status.message()));
 }
 
+// Giving back a block that came misaligned, before the padded retry: a
+// failure leaks it, which is said (a review: it was silent).
+void FreeOrLog(const std::string& who, CUresult result,
+               const CudaDriver& driver, const char* call, size_t num_bytes) {
+  if (result == CUDA_SUCCESS) return;
+  LogFailure(who, driver.CallError(
+                      internal::Format("%s of a misaligned block of %d bytes "
+                                       "(before a padded retry); it is leaked",
+                                       call, num_bytes),
+                      result));
+}
+
 }  // namespace
 
 int CudaDeviceCount(std::string* error) {
@@ -106,6 +118,22 @@ int CudaDeviceCount(std::string* error) {
 absl::Status CudaStreamSynchronize(void* stream) {
   absl::StatusOr<const CudaDriver*> driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status();
+  // The null, legacy and per-thread handles name a stream of the current
+  // context; a thread with none (a host worker that only frees) gets device
+  // 0's primary context, as the CUDA runtime gives a thread's first call
+  // (a review: the driver refuses the call without a context, and the
+  // resource then kept the memory for good).
+  std::optional<ScopedPrimaryContext> scoped;
+  const uintptr_t handle = reinterpret_cast<uintptr_t>(stream);
+  if (handle == 0 || handle == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
+      handle == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)) {
+    CUcontext current = nullptr;
+    if ((*driver)->CtxGetCurrent(&current) == CUDA_SUCCESS &&
+        current == nullptr) {
+      scoped.emplace(**driver, 0);
+      if (!scoped->status().ok()) return scoped->status();
+    }
+  }
   const CUresult result =
       (*driver)->StreamSynchronize(static_cast<CUstream>(stream));
   if (result != CUDA_SUCCESS) {
@@ -211,7 +239,7 @@ void* CudaDeviceSubAllocator::Alloc(size_t alignment, size_t num_bytes,
     // The driver aligns to 256 bytes (large blocks usually to 2 MiB), not
     // more: allocate `alignment` more and hand out the aligned address
     // inside, remembering the block's own address for Free.
-    (void)driver->MemFree(dptr);
+    FreeOrLog(who, driver->MemFree(dptr), *driver, "cuMemFree", num_bytes);
     size_t padded = 0;
     if (!PaddedSize(who, request, num_bytes, alignment, &padded)) {
       return nullptr;
@@ -313,7 +341,8 @@ void* CudaPinnedSubAllocator::Alloc(size_t alignment, size_t num_bytes,
   }
   if (alignment > kCudaGuaranteedAlignment && !IsAligned(ptr, alignment)) {
     // As for device memory: pad, align inside, remember the block.
-    (void)driver->MemFreeHost(ptr);
+    FreeOrLog(who, driver->MemFreeHost(ptr), *driver, "cuMemFreeHost",
+              num_bytes);
     size_t padded = 0;
     if (!PaddedSize(who, request, num_bytes, alignment, &padded)) {
       return nullptr;

@@ -141,6 +141,9 @@ struct EventState {
 };
 
 struct Stream {
+  // The device of the context that created it; -1 for the default stream,
+  // which the fake shares between contexts (each real context has its own).
+  int device = -1;
   bool held = false;
   uint64_t releases = 0;  // times the hold was released
   // Events (as recorded when waited for) later work here depends on.
@@ -148,6 +151,7 @@ struct Stream {
 };
 
 struct Event {
+  int device = -1;  // of the context that created it
   unsigned flags = 0;
   std::shared_ptr<EventState> state;  // nullptr: never recorded
 };
@@ -290,6 +294,13 @@ Event* ToEvent(State& s, CUevent event) {
 
 Context* Current() { return t_stack.empty() ? nullptr : t_stack.back(); }
 
+// The null, legacy and per-thread handles name a stream of the calling
+// thread's current context: without one the driver refuses them
+// (CUDA_ERROR_INVALID_CONTEXT, among cuStreamSynchronize's return codes).
+bool NeedsCurrentContext(CUstream stream) {
+  return reinterpret_cast<uintptr_t>(stream) <= 2 && Current() == nullptr;
+}
+
 #define FAKE_ENTER(name, needs_init)                                \
   State& s = S();                                                   \
   std::unique_lock<std::mutex> lock(s.mu);                          \
@@ -431,15 +442,17 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
   return CUDA_SUCCESS;
 }
 
-// Waits for all work queued so far on every stream (the fake does not tie
-// streams to contexts).
+// Waits for all work queued so far on the current context's streams, as
+// the driver does (another device's kernels are not waited for), and on the
+// default stream, which the fake shares.
 FAKE_EXPORT CUresult cuCtxSynchronize(void) {
   FAKE_ENTER("cuCtxSynchronize", true);
   if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  const int device = Current()->device;
   s.released.wait(lock, [&] {
     if (!StreamIdle(&s.default_stream)) return false;
     for (Stream* st : s.streams) {
-      if (!StreamIdle(st)) return false;
+      if (st->device == device && !StreamIdle(st)) return false;
     }
     return true;
   });
@@ -853,6 +866,7 @@ FAKE_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
   }
   if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   auto* st = new Stream;
+  st->device = Current()->device;
   s.streams.push_back(st);
   *stream = reinterpret_cast<CUstream>(st);
   return CUDA_SUCCESS;
@@ -875,6 +889,7 @@ FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
 
 FAKE_EXPORT CUresult cuStreamQuery(CUstream stream) {
   FAKE_ENTER("cuStreamQuery", true);
+  if (NeedsCurrentContext(stream)) return CUDA_ERROR_INVALID_CONTEXT;
   Stream* st = ToStream(s, stream);
   if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
   return StreamIdle(st) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -882,6 +897,7 @@ FAKE_EXPORT CUresult cuStreamQuery(CUstream stream) {
 
 FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
   FAKE_ENTER("cuStreamSynchronize", true);
+  if (NeedsCurrentContext(stream)) return CUDA_ERROR_INVALID_CONTEXT;
   Stream* st = ToStream(s, stream);
   if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
   s.released.wait(lock, [&] { return StreamIdle(st); });
@@ -902,6 +918,7 @@ FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned int flags) {
   }
   if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   auto* e = new Event;
+  e->device = Current()->device;
   e->flags = flags;
   s.events.insert(e);
   *event = reinterpret_cast<CUevent>(e);
@@ -912,8 +929,15 @@ FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
   FAKE_ENTER("cuEventRecord", true);
   Event* e = ToEvent(s, event);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (NeedsCurrentContext(stream)) return CUDA_ERROR_INVALID_CONTEXT;
   Stream* st = ToStream(s, stream);
   if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
+  // "hEvent and hStream must be from the same context otherwise
+  // CUDA_ERROR_INVALID_HANDLE is returned" (cuda.h); the default stream is
+  // the current context's.
+  const int stream_device =
+      st == &s.default_stream ? Current()->device : st->device;
+  if (stream_device != e->device) return CUDA_ERROR_INVALID_HANDLE;
   PruneWaits(st);
   auto state = std::make_shared<EventState>();
   state->stream = st;
@@ -949,6 +973,7 @@ FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event,
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   Event* e = ToEvent(s, event);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (NeedsCurrentContext(stream)) return CUDA_ERROR_INVALID_CONTEXT;
   Stream* st = ToStream(s, stream);
   if (!KnownStream(s, st)) return CUDA_ERROR_INVALID_HANDLE;
   // An event never recorded, or complete, holds nothing up.
