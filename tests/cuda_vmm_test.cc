@@ -10,10 +10,13 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -367,6 +370,91 @@ TEST_F(CudaVmmTest, PeersGetAccessToo) {
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(GetFake()->call_count("cuMemSetAccess"), 1);
   sub.Free(a, kPage);
+}
+
+// From a review: a page size the header allows (a multiple of the
+// granularity) that is not a power of two failed a check and aborted the
+// process; the driver takes the reservation's alignment only as a power of
+// two. It is refused with the reason, and nothing is reserved.
+TEST_F(CudaVmmTest, APageSizeNotAPowerOfTwoIsRefused) {
+  BFC_REQUIRE_FAKE_CUDA();
+  CudaVmmSubAllocator::Options o;
+  o.page_bytes = 3 * kPage;  // 6 MiB
+  o.address_bytes = 16 * 3 * kPage;
+  CudaVmmSubAllocator sub(0, o);
+  EXPECT_EQ(sub.Availability().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(sub.Availability().message(), HasSubstr("is not a power of two"));
+  size_t got = 0;
+  EXPECT_EQ(sub.Alloc(256, kPage, &got), nullptr);
+  EXPECT_EQ(Driver().reserved, 0u);
+  // 3 MiB rounds up to two 2 MiB granules: 4 MiB, a power of two.
+  o.page_bytes = 3 << 20;
+  CudaVmmSubAllocator rounded(0, o);
+  ASSERT_TRUE(rounded.Availability().ok()) << rounded.Availability();
+  EXPECT_EQ(rounded.counters().page_bytes, 2 * kPage);
+}
+
+// From a review: the destructor freed the address range while a page that
+// would not unmap was still mapped in it, which the driver does not define.
+// The range is kept, and said to be.
+TEST_F(CudaVmmTest, ARangeWithAPageThatWillNotUnmapIsNotFreed) {
+  BFC_REQUIRE_FAKE_CUDA();
+  testing::LogCapture log;
+  {
+    CudaVmmSubAllocator sub(0, SmallRange(8));
+    size_t got = 0;
+    ASSERT_NE(sub.Alloc(256, kPage, &got), nullptr);
+    GetFake()->fail_call("cuMemUnmap", 1, CUDA_ERROR_UNKNOWN);
+  }
+  EXPECT_EQ(GetFake()->call_count("cuMemAddressFree"), 0);
+  EXPECT_EQ(Driver().mapped, kPage);
+  EXPECT_EQ(Driver().reserved, 8 * kPage);
+  EXPECT_TRUE(log.Contains("the address range stays reserved"));
+}
+
+// From a review: with peers, Free synchronized only the owner's context,
+// and a real context synchronize does not wait for another device's
+// kernels: a peer could still read a page being unmapped. Every device with
+// access is synchronized.
+TEST_F(CudaVmmTest, FreeWaitsForEveryDeviceWithAccess) {
+  BFC_REQUIRE_FAKE_CUDA();
+  GetFake()->set_device_count(2);
+  using RetainFn = CUresult (*)(CUcontext*, CUdevice);
+  using PushFn = CUresult (*)(CUcontext);
+  using PopFn = CUresult (*)(CUcontext*);
+  using CreateFn = CUresult (*)(CUstream*, unsigned);
+  auto retain = testing::DriverFunction<RetainFn>("cuDevicePrimaryCtxRetain");
+  auto push = testing::DriverFunction<PushFn>("cuCtxPushCurrent_v2");
+  auto pop = testing::DriverFunction<PopFn>("cuCtxPopCurrent_v2");
+  auto create = testing::DriverFunction<CreateFn>("cuStreamCreate");
+  CudaVmmSubAllocator::Options o = SmallRange(8);
+  o.peer_devices = {1};
+  CudaVmmSubAllocator sub(0, o);
+  ASSERT_TRUE(sub.Availability().ok()) << sub.Availability();
+  // A stream of device 1, its work held: a kernel still reading the page.
+  CUcontext peer = nullptr;
+  ASSERT_EQ(retain(&peer, 1), CUDA_SUCCESS);
+  ASSERT_EQ(push(peer), CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  ASSERT_EQ(create(&stream, 0), CUDA_SUCCESS);
+  CUcontext popped = nullptr;
+  ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+  size_t got = 0;
+  void* p = sub.Alloc(256, kPage, &got);
+  ASSERT_NE(p, nullptr);
+  GetFake()->hold_stream(stream);
+  std::atomic<bool> released{false};
+  std::thread kernel([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    released = true;
+    GetFake()->release_stream(stream);
+  });
+  const long syncs = GetFake()->call_count("cuCtxSynchronize");
+  sub.Free(p, got);
+  EXPECT_TRUE(released) << "the page was unmapped while device 1 ran";
+  EXPECT_EQ(GetFake()->call_count("cuCtxSynchronize") - syncs, 2);
+  EXPECT_EQ(Driver().mapped, 0u);
+  kernel.join();
 }
 
 // --- under an Allocator ------------------------------------------------------

@@ -25,9 +25,10 @@
 //     cuMemSetAccess left handles mapped but unknown and every later
 //     allocation asserted). A page the driver refuses to unmap even then is
 //     kept as "stuck", never handed out, and retried on every later call.
-//   * Free synchronizes the device before unmapping (cudaFree does the same
-//     implicitly; cuMemUnmap and cuMemRelease do not wait for kernels), so no
-//     kernel still queued can touch memory that is gone. An allocator that
+//   * Free synchronizes the device, and every peer device with access,
+//     before unmapping (cudaFree does the same implicitly; cuMemUnmap and
+//     cuMemRelease do not wait for kernels), so no kernel still queued can
+//     touch memory that is gone. An allocator that
 //     already waited for its streams' fences may turn that off.
 //
 // Thread-safe: one mutex guards the page table (an allocator calls with its
@@ -52,7 +53,9 @@ class CudaVmmSubAllocator : public SubAllocator {
   struct Options {
     // Bytes of physical memory per handle, the unit of Alloc and Free: 0
     // means max(the driver's recommended granularity, 2 MiB); otherwise
-    // rounded up to a multiple of the granularity.
+    // rounded up to a multiple of the granularity, which must then be a
+    // power of two (the reservation is aligned to it; Availability() is
+    // InvalidArgument otherwise).
     size_t page_bytes = 0;
     // Address space reserved: 0 means twice the device's memory (holes are
     // reused, so the range need only absorb fragmentation); otherwise
@@ -61,7 +64,8 @@ class CudaVmmSubAllocator : public SubAllocator {
     // Devices besides the owner that get read-write access to every mapped
     // page (cuMemSetAccess), for peer-to-peer kernels.
     std::vector<int> peer_devices;
-    // cuCtxSynchronize before every unmap (see above).
+    // cuCtxSynchronize in the owner's and each peer's primary context
+    // before every unmap (see above).
     bool synchronize_before_unmap = true;
   };
 

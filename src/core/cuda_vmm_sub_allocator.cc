@@ -144,6 +144,16 @@ void CudaVmmSubAllocator::Init(const Options& options) {
     return;
   }
   page = internal::AlignUp(page, granularity);
+  // The page is the reservation's alignment, which the driver takes only as
+  // a power of two (cuMemAddressReserve), and the allocator above rounds to
+  // it by masking (a review: 6 MiB pages failed a check and aborted).
+  if (!IsPowerOfTwo(page)) {
+    status_ = absl::InvalidArgumentError(internal::Format(
+        "%s: page_bytes %d (rounded up to the granularity %d: %d) is not a "
+        "power of two",
+        Who(), options.page_bytes, granularity, page));
+    return;
+  }
   size_t address = options.address_bytes;
   if (address == 0) {
     size_t free_bytes = 0, total_bytes = 0;
@@ -233,6 +243,18 @@ CudaVmmSubAllocator::~CudaVmmSubAllocator() {
                            Who(), unreleased_.size()));
     }
   }
+  // A range with pages still mapped is not freed: the driver defines no
+  // behaviour for that (a review; the fake refuses it). It stays reserved,
+  // with those pages, until the process ends.
+  size_t stuck = 0;
+  for (const Page& p : pages_) stuck += p.state != PageState::kUnmapped;
+  if (stuck > 0) {
+    Log(LogSeverity::kError,
+        internal::Format("%s: %d pages would not unmap at destruction; the "
+                         "address range stays reserved",
+                         Who(), stuck));
+    return;
+  }
   ScopedPrimaryContext scoped(d, device_ordinal_);
   const CUresult r = d.MemAddressFree(DevPtr(base_), num_pages_ * page_bytes_);
   if (r != CUDA_SUCCESS) {
@@ -301,16 +323,29 @@ bool CudaVmmSubAllocator::SynchronizeLocked() {
   if (!synchronize_before_unmap_) return true;
   absl::StatusOr<const CudaDriver*> got = CudaDriver::Get();
   if (!got.ok()) return false;
-  ScopedPrimaryContext scoped(**got, device_ordinal_);
+  // Every device with access may run kernels on these pages, and a context
+  // synchronize waits only for its own context's work (a review: a peer's
+  // kernel still read a page the owner's synchronize let go).
   ++counters_.synchronizes;
-  const CUresult r = (*got)->CtxSynchronize();
-  if (r != CUDA_SUCCESS) {
-    Log(LogSeverity::kError,
-        absl::StrCat(Who(), ": ",
-                     (*got)->CallError("cuCtxSynchronize", r).message(),
-                     "; pages stay mapped (a kernel may still use them) and "
-                     "are retried later"));
-    return false;
+  for (int device : access_devices_) {
+    ScopedPrimaryContext scoped(**got, device);
+    const CUresult r = scoped.status().ok() ? (*got)->CtxSynchronize()
+                                            : CUDA_ERROR_INVALID_CONTEXT;
+    if (r != CUDA_SUCCESS) {
+      Log(LogSeverity::kError,
+          absl::StrCat(
+              Who(), ": ",
+              scoped.status().ok()
+                  ? (*got)
+                        ->CallError(internal::Format(
+                                        "cuCtxSynchronize(device %d)", device),
+                                    r)
+                        .message()
+                  : scoped.status().message(),
+              "; pages stay mapped (a kernel may still use them) and "
+              "are retried later"));
+      return false;
+    }
   }
   return true;
 }
