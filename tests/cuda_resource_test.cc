@@ -22,6 +22,7 @@
 #include "bfc/cuda_sub_allocator.h"
 #include "bfc/host_sub_allocator.h"
 #include "bfc/log.h"
+#include "bfc/pmr.h"
 #include "fake_cuda/fake_cuda_testing.h"
 #include "gtest/gtest.h"
 
@@ -329,6 +330,52 @@ TEST(CudaResourceTest, AllocateSyncNeverGetsMemoryAStreamStillUses) {
     pool.DeallocateRaw(warm);
     EXPECT_TRUE(pool.Validate().ok()) << pool.Validate();
   }
+}
+
+// From a review: bfc::PmrResource over the same pinned pool handed host
+// containers memory a held stream's copy still read (its allocation was not
+// host-ready, unlike the CUDA resources' allocate).
+TEST(CudaResourceTest, PmrOverAPinnedPoolNeverGetsMemoryAStreamStillUses) {
+  RequireDevice();
+  if (bfc::testing::GetFake() == nullptr) GTEST_SKIP() << "holds a stream";
+  bfc::Allocator pool(std::make_unique<bfc::CudaPinnedSubAllocator>(),
+                      size_t{64} << 20, "pinned");
+  auto ops = bfc::CudaStreamOps::Create(0);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_TRUE(pool.SetStreamOps(*std::move(ops)).ok());
+  bfc::PmrResource host(pool);
+  CudaPinnedResource mr(pool);
+  void* warm = host.allocate(256, 256);
+  CUstream s = NewStream();
+  const cuda::stream_ref stream{s};
+  void* p = mr.allocate_async(1 << 20, 256, stream);
+  ASSERT_NE(p, nullptr);
+  bfc::testing::GetFake()->hold_stream(s);  // a copy on s still reads p
+  mr.deallocate_async(p, 1 << 20, 256, stream);
+  std::atomic<bool> released{false};
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    released = true;
+    bfc::testing::GetFake()->release_stream(s);
+  });
+  std::vector<void*> others;
+  for (int i = 0; i < 200; ++i) {
+    void* o = nullptr;
+    try {
+      o = host.allocate(1 << 20, 256);
+    } catch (const std::bad_alloc&) {
+      break;
+    }
+    others.push_back(o);
+    if (o == p) {
+      EXPECT_TRUE(released.load()) << "p handed out while s still used it";
+      break;
+    }
+  }
+  releaser.join();
+  for (void* o : others) host.deallocate(o, 1 << 20, 256);
+  host.deallocate(warm, 256, 256);
+  EXPECT_TRUE(pool.Validate().ok()) << pool.Validate();
 }
 
 // From a review: cudaStreamPerThread is one handle for a different stream on

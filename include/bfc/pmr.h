@@ -17,7 +17,10 @@
 //
 // Memory types: containers write into what they get, so only allocators whose
 // sub-allocator hands out host-accessible memory are served: kHostPageable
-// (HostSubAllocator) and kHostPinned (CudaPinnedSubAllocator). Over any other
+// (HostSubAllocator) and kHostPinned (CudaPinnedSubAllocator). Over an
+// allocator with stream events (a pinned pool shared with CUDA streams) the
+// memory is ready for the host when handed out
+// (AllocationAttributes::host_ready). Over any other
 // type (kDevice, kUnknown such as VirtualSubAllocator) every allocation throws
 // std::bad_alloc rather than hand out memory the container would fault on.
 //
@@ -73,7 +76,14 @@ class PmrResource final : public std::pmr::memory_resource {
   // Throws std::bad_alloc when the allocator cannot serve the request.
   void* do_allocate(size_t bytes, size_t alignment) override {
     if (!Serves(*allocator_)) throw std::bad_alloc();
-    void* p = allocator_->AllocateRaw(alignment, std::max<size_t>(bytes, 1));
+    // Containers write at once: over a pinned pool with stream events,
+    // memory a stream's copy may still read is handed out only after the
+    // host waited for it (a review: a container wrote into memory a held
+    // stream still used; the CUDA resources' allocate does the same).
+    AllocationAttributes attr;
+    attr.host_ready = allocator_->HasStreamOps();
+    void* p =
+        allocator_->AllocateRaw(alignment, std::max<size_t>(bytes, 1), attr);
     if (p == nullptr) throw std::bad_alloc();
     return p;
   }
