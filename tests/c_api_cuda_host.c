@@ -16,10 +16,12 @@
  * Exit status 0 when every check holds; otherwise each failed check is printed.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bfc/c_api.h"
 
@@ -53,6 +55,20 @@ typedef int (*forget_stream_fn)(int, bfc_stream_t);
 typedef int (*destroy_stream_fn)(bfc_stream_t);
 typedef void (*fail_call_fn)(const char*, int, int);
 typedef void (*void_fn)(void);
+
+/* Releases the fake's held default stream after 100 ms, saying so first. */
+struct releaser {
+  void (*release)(void*);
+  int released;
+};
+static void* release_later(void* arg) {
+  struct releaser* r = (struct releaser*)arg;
+  const struct timespec wait = {0, 100 * 1000 * 1000};
+  nanosleep(&wait, NULL);
+  __atomic_store_n(&r->released, 1, __ATOMIC_SEQ_CST);
+  r->release(NULL);
+  return NULL;
+}
 
 static void* must_sym(void* lib, const char* name) {
   void* p = dlsym(lib, name);
@@ -363,6 +379,32 @@ int main(int argc, char** argv) {
       CHECK(f2 != NULL, "the device stayed failed: %s", last_error());
       torch_free(f2, 4096, 0, NULL);
     }
+  }
+
+  /* cudaStreamPerThread (0x2) names a different stream on each thread, so
+   * no event recorded under that handle can order one thread's work with
+   * another's (a review: memory one thread freed on it went to another
+   * thread's at once). A free on it synchronizes the calling thread's
+   * stream first; its memory then serves any stream, and record_stream
+   * refuses the handle. The fake's default stream stands for it here. */
+  if (hold != NULL) {
+    bfc_stream_t per_thread = (bfc_stream_t)(uintptr_t)0x2;
+    void* p = torch_malloc(1 << 20, 0, per_thread);
+    CHECK(p != NULL, "per-thread malloc: %s", last_error());
+    CHECK(record_stream(p, 0, per_thread) == -1, "record_stream took 0x2");
+    CHECK(strstr(last_error(), "cudaStreamPerThread") != NULL, "message: %s",
+          last_error());
+    hold(NULL); /* this thread's kernel still uses p */
+    struct releaser r = {release, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, release_later, &r) == 0, "pthread");
+    torch_free(p, 1 << 20, 0, per_thread);
+    CHECK(__atomic_load_n(&r.released, __ATOMIC_SEQ_CST) == 1,
+          "the free returned while the thread's stream still used the memory");
+    pthread_join(t, NULL);
+    void* q = torch_malloc(1 << 20, 0, per_thread);
+    CHECK(q != NULL, "per-thread malloc: %s", last_error());
+    torch_free(q, 1 << 20, 0, per_thread);
   }
 
   /* empty_cache() gives every region back to the driver. */

@@ -204,6 +204,7 @@ TEST_F(CApiTest, ExportsOnlyTheCSymbols) {
   const int rc = pclose(pipe);
   if (exported.empty() && rc != 0) GTEST_SKIP() << "nm is not available";
   const std::set<std::string> expected = {"bfc_malloc",
+                                          "bfc_malloc_or_throw",
                                           "bfc_free",
                                           "bfc_record_stream",
                                           "bfc_forget_stream",
@@ -225,6 +226,37 @@ TEST_F(CApiTest, ExportsOnlyTheCSymbols) {
                                           "bfc_account_close",
                                           "bfc_account_destroy"};
   EXPECT_EQ(exported, expected);
+}
+
+// From a review: PyTorch's CUDAPluggableAllocator wraps whatever its alloc
+// function returns without a check, so bfc_malloc's NULL became a tensor at
+// address 0. bfc_malloc_or_throw throws std::bad_alloc with the failure's
+// message instead, which PyTorch's bindings raise as a Python error.
+TEST_F(CApiTest, MallocOrThrowThrowsTheFailureForPyTorch) {
+  Configure("backend:host,memory_limit:1MiB,allow_retry_on_failure:false");
+  auto malloc_or_throw = reinterpret_cast<decltype(&bfc_malloc_or_throw)>(
+      dlsym(lib_.handle, "bfc_malloc_or_throw"));
+  ASSERT_NE(malloc_or_throw, nullptr) << dlerror();
+  void* p = malloc_or_throw(1000, 0, kNoStream);
+  ASSERT_NE(p, nullptr) << LastError();
+  EXPECT_EQ(malloc_or_throw(0, 0, kNoStream), nullptr);  // not a failure
+  std::string what;
+  try {
+    (void)malloc_or_throw(size_t{2} << 20, 0, kNoStream);
+  } catch (const std::bad_alloc& e) {
+    what = e.what();
+  }
+  EXPECT_THAT(what, HasSubstr("bfc_malloc(2097152 bytes, device 0)"));
+  EXPECT_EQ(what, LastError());
+  what.clear();
+  try {
+    (void)malloc_or_throw(1000, -1, kNoStream);
+  } catch (const std::bad_alloc& e) {
+    what = e.what();
+  }
+  EXPECT_THAT(what, HasSubstr("device -1 is out of range"));
+  lib_.free(p, 1000, 0, kNoStream);
+  EXPECT_EQ(Stats(0).bytes_in_use, 0);
 }
 
 TEST_F(CApiTest, HostBackendTorchPairGivesWritableMemory) {

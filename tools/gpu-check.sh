@@ -61,7 +61,7 @@ import os, sys, time
 import torch
 use_bfc = sys.argv[1] == "bfc"
 if use_bfc:
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(sys.argv[2], "bfc_malloc", "bfc_free")
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(sys.argv[2], "bfc_malloc_or_throw", "bfc_free")
     torch.cuda.memory.change_current_allocator(alloc)
 torch.manual_seed(0)
 model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(8)]).cuda()

@@ -6,8 +6,8 @@
  * can use bfc without linking C++. Usable from C, C++ and Python's ctypes;
  * needs no CUDA header.
  *
- *   PyTorch  torch.cuda.memory.CUDAPluggableAllocator(path, "bfc_malloc",
- *                                                     "bfc_free")
+ *   PyTorch  torch.cuda.memory.CUDAPluggableAllocator(
+ *                path, "bfc_malloc_or_throw", "bfc_free")
  *   CuPy     cupy.cuda.memory.CFunctionAllocator(0, bfc_cupy_malloc,
  *                                                bfc_cupy_free, owner)
  *
@@ -113,9 +113,15 @@
  *     use it. bfc_record_stream(ptr, device, T) is PyTorch's
  *     Tensor.record_stream: the memory also waits for T's work. The
  *     reuse_* keys choose which of CUDA's three reuse rules apply (all, by
- *     default). Host and virtual backends are not stream-ordered: their
- *     streams are ignored. CuPy's C hook passes no stream (the legacy default
- *     stream is assumed).
+ *     default). cudaStreamLegacy is the legacy default stream, as NULL is.
+ *     cudaStreamPerThread names a different stream on each thread, which no
+ *     event can tell apart: a free on it synchronizes the calling thread's
+ *     stream first (if that fails the memory is not returned), its
+ *     allocations are ready for any stream, and bfc_record_stream refuses
+ *     it. Host and virtual backends are not stream-ordered: their streams
+ *     are ignored. CuPy's C hook passes no stream (the legacy default stream
+ *     is assumed, and freed memory is reused at once: safe only while CuPy's
+ *     kernels run on the default stream).
  *
  * Errors: functions never abort (unless abort_on_invalid_input) and never
  * throw. A failing call returns NULL / -1 / 0 as documented and sets a
@@ -188,6 +194,15 @@ typedef struct bfc_stats {
  * device, bad configuration, no GPU: see bfc_last_error()). size 0 returns
  * NULL without an error. */
 BFC_C_API void* bfc_malloc(size_t size, int device, bfc_stream_t stream);
+/* bfc_malloc for a C++ caller that turns exceptions into errors, as PyTorch
+ * does: a failure throws std::bad_alloc (its what() is the bfc_last_error()
+ * message) instead of returning NULL. PyTorch's CUDAPluggableAllocator does
+ * not check the pointer its alloc function returns, so with bfc_malloc an
+ * out-of-memory becomes a tensor at address NULL that faults when used; with
+ * this one it is a Python exception naming the failure. The only function
+ * here that throws; never call it from C. size 0 returns NULL. */
+BFC_C_API void* bfc_malloc_or_throw(size_t size, int device,
+                                    bfc_stream_t stream);
 /* Frees `ptr` from bfc_malloc on `device`, in `stream`'s order (the stream
  * whose work used it last; see "Streams"). `size` is ignored.
  * NULL is a no-op. A pointer the device's allocator did not hand out is

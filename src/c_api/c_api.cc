@@ -27,6 +27,7 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <random>
 #include <string>
@@ -525,6 +526,21 @@ class Registry {
   std::vector<Allocator*> set_aside_ ABSL_GUARDED_BY(mu_);
 };
 
+// What bfc_malloc_or_throw throws: std::bad_alloc, which PyTorch's bindings
+// turn into a Python error, carrying the failure's message.
+class AllocationFailure : public std::bad_alloc {
+ public:
+  explicit AllocationFailure(const char* message) {
+    // Copied into a fixed buffer: building a std::string could itself fail
+    // for want of memory.
+    std::snprintf(message_, sizeof(message_), "%s", message);
+  }
+  const char* what() const noexcept override { return message_; }
+
+ private:
+  char message_[512];
+};
+
 // Runs `body`; an exception becomes `on_error` plus a message.
 template <typename R, typename F>
 R Guarded(const char* function, R on_error, F&& body) noexcept {
@@ -571,11 +587,30 @@ void Report(const std::string& call, const absl::Status& status) {
   }
 }
 
+// CUDA's special stream handles (cuda.h: CU_STREAM_LEGACY,
+// CU_STREAM_PER_THREAD; the runtime's cudaStreamLegacy and
+// cudaStreamPerThread have the same values).
+constexpr uintptr_t kLegacyStreamHandle = 0x1;
+constexpr uintptr_t kPerThreadStreamHandle = 0x2;
+
+// cudaStreamPerThread names a different stream on each thread, which no
+// event recorded under that one handle can tell apart (a review: memory one
+// thread freed on it went to another thread's at once, with no wait).
+bool IsPerThreadStream(const Allocator& a, bfc_stream_t stream) {
+  return a.HasStreamOps() &&
+         reinterpret_cast<uintptr_t>(stream) == kPerThreadStreamHandle;
+}
+
 // The allocator's stream for a caller's: the caller's on an allocator with
-// events (backend:cuda); host and virtual memory is not stream-ordered, so
-// there every call uses the implicit stream.
+// events (backend:cuda), cudaStreamLegacy being the implicit stream (the
+// legacy default stream, as NULL is); host and virtual memory is not
+// stream-ordered, so there every call uses the implicit stream.
 StreamId StreamFor(const Allocator& a, bfc_stream_t stream) {
-  return a.HasStreamOps() ? static_cast<StreamId>(stream) : kImplicitStream;
+  if (!a.HasStreamOps() ||
+      reinterpret_cast<uintptr_t>(stream) == kLegacyStreamHandle) {
+    return kImplicitStream;
+  }
+  return static_cast<StreamId>(stream);
 }
 
 }  // namespace
@@ -614,6 +649,12 @@ void* Malloc(const char* function, size_t size, int device,
   }
   AllocationAttributes attr;
   attr.stream = StreamFor(*a, stream);
+  if (IsPerThreadStream(*a, stream)) {
+    // Memory ready for any stream, as cudaMalloc's (the CCCL resources do
+    // the same for this handle).
+    attr.stream = kImplicitStream;
+    attr.host_ready = true;
+  }
   if (t_current_account.account != nullptr &&
       t_current_account.device == device) {
     attr.account = t_current_account.account.get();
@@ -638,7 +679,24 @@ void Free(const char* function, void* ptr, int device, bfc_stream_t stream) {
                             : error);
     return;
   }
-  const absl::Status s = a->DeallocateOnStream(ptr, StreamFor(*a, stream));
+  StreamId on = StreamFor(*a, stream);
+#ifdef BFC_HAVE_CUDA
+  if (IsPerThreadStream(*a, stream)) {
+    // The calling thread's stream is synchronized now, so the memory is
+    // ready for any stream; if that fails the memory is kept out of use
+    // (not returned) rather than handed to work it may overlap.
+    const absl::Status synced = CudaStreamSynchronize(stream);
+    if (!synced.ok()) {
+      Report(call, absl::Status(synced.code(),
+                                absl::StrCat(synced.message(),
+                                             "; the memory is not returned "
+                                             "while the stream may use it")));
+      return;
+    }
+    on = kImplicitStream;
+  }
+#endif
+  const absl::Status s = a->DeallocateOnStream(ptr, on);
   if (!s.ok()) Report(call, s);
 }
 
@@ -656,6 +714,14 @@ int RecordStream(void* ptr, int device, bfc_stream_t stream) {
     Report(call, error.ok() ? absl::InvalidArgumentError(
                                   "no allocation was ever made on this device")
                             : error);
+    return -1;
+  }
+  if (IsPerThreadStream(*a, stream)) {
+    // No event recorded at the free could name this thread's stream.
+    SetError(absl::StrCat(
+        call,
+        ": cudaStreamPerThread names a different stream on each thread; "
+        "record the stream itself, or synchronize it before the free"));
     return -1;
   }
   const absl::Status s = a->RecordStreamUse(ptr, StreamFor(*a, stream));
@@ -697,6 +763,16 @@ void* bfc_malloc(size_t size, int device, bfc_stream_t stream) {
   return bfc::Guarded<void*>("bfc_malloc", nullptr, [&] {
     return bfc::Malloc("bfc_malloc", size, device, stream);
   });
+}
+
+void* bfc_malloc_or_throw(size_t size, int device, bfc_stream_t stream) {
+  void* p = bfc_malloc(size, device, stream);
+  if (p == nullptr && size != 0) {
+    const char* message = bfc_last_error();
+    throw bfc::AllocationFailure(*message != '\0' ? message
+                                                  : "bfc_malloc failed");
+  }
+  return p;
 }
 
 void bfc_free(void* ptr, size_t /*size*/, int device, bfc_stream_t stream) {
