@@ -98,7 +98,7 @@ TEST(AllocConfTest, RefusalsNameTheKeyAndWhatIsAccepted) {
                 "finite duration >= 0"},
            Case{"memory_limit:0",
                 "bad value \"0\" for memory_limit (accepted "
-                "values: a byte count > 0"},
+                "values: a byte count of at least 256"},
            Case{"memory_limit:8G", "bad value \"8G\" for memory_limit"},
            Case{"memory_limit:99999999PiB", "bad value \"99999999PiB\""},
            Case{"memory_fraction:0", "(accepted values: a number in (0, 1])"},

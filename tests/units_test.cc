@@ -54,7 +54,19 @@ TEST(ParseByteSizeTest, FractionsAreExactAndRoundDown) {
   EXPECT_EQ(Parsed("0.1GB"), 100000000u);  // exact: no binary float error
   EXPECT_EQ(Parsed(".5KiB"), 512u);
   EXPECT_EQ(Parsed("0.3KiB"), 307u);  // 307.2 rounds down
-  EXPECT_EQ(Parsed("2.75"), 2u);
+  EXPECT_EQ(Parsed("2.0"), 2u);       // trailing zeros are no fraction
+}
+
+// From a review: memory_limit:1.5 was taken as one byte. A fraction of a
+// byte is refused, with or without the B; in a larger unit it still rounds.
+TEST(ParseByteSizeTest, AFractionOfAByteIsRefused) {
+  for (const char* text : {"2.75", "1.5", "0.5B", "1.50 b"}) {
+    absl::StatusOr<uint64_t> v = ParseByteSize(text);
+    ASSERT_FALSE(v.ok()) << text << " -> " << *v;
+    EXPECT_THAT(std::string(v.status().message()),
+                HasSubstr("a fraction of a byte"));
+  }
+  EXPECT_EQ(Parsed("1.5", kMiB), uint64_t{3} << 19);  // PyTorch's *_mb
 }
 
 TEST(ParseByteSizeTest, LongFractionsStayExact) {

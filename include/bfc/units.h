@@ -15,7 +15,8 @@
 //           KB  MB  GB  TB  PB   powers of 1000 (SI, with the SI meaning)
 //
 // The value is computed exactly (no floating point) and rounded down to a
-// whole byte: "1.5GiB" is 1610612736, "0.3KiB" is 307. Bare K, M, G, T are
+// whole byte: "1.5GiB" is 1610612736, "0.3KiB" is 307; a fraction of a byte
+// ("1.5", "2.5B") is refused. Bare K, M, G, T are
 // rejected as ambiguous (2^30 or 10^9?): the message names both spellings.
 // A sign, an exponent, hex, an unknown unit or a value above 2^64 - 1 is
 // InvalidArgument naming the text and the grammar.

@@ -283,11 +283,14 @@ absl::StatusOr<AllocConf> ParseAllocConf(absl::string_view text) {
       }
       if (*expandable) conf.backend = Backend::kVmm;
     } else if (key == "memory_limit") {
+      // Below the smallest chunk no allocation could ever succeed (a
+      // review: memory_limit:255 was taken, and every call then failed).
       absl::StatusOr<uint64_t> bytes = ParseByteSize(value);
-      if (!bytes.ok() || *bytes == 0) {
+      if (!bytes.ok() || *bytes < kMinAllocationSize) {
         return BadValue(
             key, value,
-            absl::StrCat("a byte count > 0 (", kByteSizeGrammar, ")"));
+            absl::StrCat("a byte count of at least ", kMinAllocationSize, " (",
+                         kByteSizeGrammar, ")"));
       }
       conf.memory_limit = *bytes;
     } else if (key == "memory_fraction") {

@@ -106,6 +106,11 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text,
       return Bad(text, absl::StrCat("unknown unit \"", unit_text, "\""));
     }
   }
+  // A fraction of a larger unit rounds down to whole bytes; a fraction of a
+  // byte is a typo, not a size (a review: memory_limit:1.5 was one byte).
+  if (scale == 1 && fraction_digits > 0) {
+    return Bad(text, "a fraction of a byte (bytes are whole)");
+  }
   // bytes = floor(mantissa * scale / 10^fraction_digits), exactly. The
   // product (< 2^164) is kept in three 64-bit limbs and divided by ten once
   // per fraction digit (a floor of floors is the floor). A divisor built as
