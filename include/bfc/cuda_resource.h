@@ -133,10 +133,11 @@ class BasicCudaResource {
   void* allocate(size_t bytes,
                  size_t alignment = cuda::mr::default_cuda_malloc_alignment) {
     if (!Serves(*allocator_)) {
-      Log(LogSeverity::kError,
-          "bfc::BasicCudaResource: allocator '" + allocator_->Name() +
-              "' hands out " + MemoryTypeName(allocator_->GetMemoryType()) +
-              " memory, this resource needs " + MemoryTypeName(kMemoryType));
+      LogQuietly([&] {
+        return "bfc::BasicCudaResource: allocator '" + allocator_->Name() +
+               "' hands out " + MemoryTypeName(allocator_->GetMemoryType()) +
+               " memory, this resource needs " + MemoryTypeName(kMemoryType);
+      });
       return nullptr;
     }
     // Usable at once by the host and by any stream, as cudaMalloc's memory
@@ -186,19 +187,22 @@ class BasicCudaResource {
       const absl::Status s =
           allocator_->DeallocateOnStream(ptr, Canonical(stream));
       if (!s.ok()) {
-        Log(LogSeverity::kError,
-            std::string("bfc::BasicCudaResource: ") + std::string(s.message()));
+        LogQuietly([&] {
+          return std::string("bfc::BasicCudaResource: ") +
+                 std::string(s.message());
+        });
       }
       return;
     }
     const absl::Status synced =
         CudaStreamSynchronize(static_cast<void*>(stream.get()));
     if (!synced.ok()) {
-      Log(LogSeverity::kError, std::string("bfc::BasicCudaResource: ") +
-                                   std::string(synced.message()) +
-                                   "; not returning " + std::to_string(bytes) +
-                                   " bytes to '" + allocator_->Name() +
-                                   "' while the stream may still use them");
+      LogQuietly([&] {
+        return std::string("bfc::BasicCudaResource: ") +
+               std::string(synced.message()) + "; not returning " +
+               std::to_string(bytes) + " bytes to '" + allocator_->Name() +
+               "' while the stream may still use them";
+      });
       return;
     }
     deallocate(ptr, bytes, alignment);
@@ -235,6 +239,17 @@ class BasicCudaResource {
 
   // The allocator's name for `stream`: cudaStreamLegacy is the legacy
   // default stream, which the driver calls (and kImplicitStream) name 0.
+  // Logs the message `make` builds, at error severity. Building it can
+  // throw std::bad_alloc when the host is out of memory; that message is
+  // dropped, so that nothing leaves the noexcept calls above (a review).
+  template <typename F>
+  static void LogQuietly(F&& make) noexcept {
+    try {
+      Log(LogSeverity::kError, make());
+    } catch (...) {
+    }
+  }
+
   static StreamId Canonical(cuda::stream_ref stream) {
     return stream.get() == cudaStreamLegacy
                ? kImplicitStream
