@@ -457,6 +457,29 @@ TEST_F(CudaVmmTest, FreeWaitsForEveryDeviceWithAccess) {
   kernel.join();
 }
 
+// From a review: a peer that cannot reach the owner's memory was accepted,
+// and every Alloc then failed at cuMemSetAccess. It is refused up front.
+TEST_F(CudaVmmTest, APeerWithoutAccessIsRefusedUpFront) {
+  BFC_REQUIRE_FAKE_CUDA();
+  GetFake()->set_device_count(3);
+  GetFake()->set_peer_access(2, 0, 0);
+  CudaVmmSubAllocator::Options o = SmallRange(8);
+  o.peer_devices = {1, 2};
+  CudaVmmSubAllocator sub(0, o);
+  EXPECT_EQ(sub.Availability().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(sub.Availability().message(),
+              HasSubstr("device 2 cannot access device 0's memory"));
+  EXPECT_EQ(Driver().reserved, 0u);
+  // The driver refuses such a grant, as a real one does.
+  o.peer_devices = {1};
+  CudaVmmSubAllocator ok(0, o);
+  ASSERT_TRUE(ok.Availability().ok()) << ok.Availability();
+  size_t got = 0;
+  void* p = ok.Alloc(256, kPage, &got);
+  ASSERT_NE(p, nullptr);
+  ok.Free(p, got);
+}
+
 // --- under an Allocator ------------------------------------------------------
 
 Allocator::Options VmmOptions() {

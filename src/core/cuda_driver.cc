@@ -120,6 +120,7 @@ Loaded Load() {
     vmm_status = Resolve(get_proc, d.library, name, &vmm.field); \
   }
   BFC_RESOLVE_VMM(DeviceGetAttribute, "cuDeviceGetAttribute");
+  BFC_RESOLVE_VMM(DeviceCanAccessPeer, "cuDeviceCanAccessPeer");
   BFC_RESOLVE_VMM(CtxSynchronize, "cuCtxSynchronize");
   BFC_RESOLVE_VMM(MemGetAllocationGranularity, "cuMemGetAllocationGranularity");
   BFC_RESOLVE_VMM(MemAddressReserve, "cuMemAddressReserve");
@@ -132,6 +133,7 @@ Loaded Load() {
 #undef BFC_RESOLVE_VMM
   if (vmm_status.ok()) {
     d.DeviceGetAttribute = vmm.DeviceGetAttribute;
+    d.DeviceCanAccessPeer = vmm.DeviceCanAccessPeer;
     d.CtxSynchronize = vmm.CtxSynchronize;
     d.MemGetAllocationGranularity = vmm.MemGetAllocationGranularity;
     d.MemAddressReserve = vmm.MemAddressReserve;

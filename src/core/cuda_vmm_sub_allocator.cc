@@ -97,6 +97,24 @@ void CudaVmmSubAllocator::Init(const Options& options) {
       return;
     }
   }
+  // A peer that cannot reach the owner's memory would make every Alloc fail
+  // at cuMemSetAccess: said here, once (a review).
+  for (size_t k = 1; k < access_devices_.size(); ++k) {
+    int can = 0;
+    const CUresult r =
+        d.DeviceCanAccessPeer(&can, access_devices_[k], device_ordinal_);
+    if (r != CUDA_SUCCESS || can == 0) {
+      status_ = absl::UnavailableError(
+          r != CUDA_SUCCESS
+              ? absl::StrCat(Who(), ": ",
+                             d.CallError("cuDeviceCanAccessPeer", r).message())
+              : internal::Format("%s: device %d cannot access device %d's "
+                                 "memory (cuDeviceCanAccessPeer); leave it "
+                                 "out of peer_devices",
+                                 Who(), access_devices_[k], device_ordinal_));
+      return;
+    }
+  }
   ScopedPrimaryContext scoped(d, device_ordinal_);
   if (!scoped.status().ok()) {
     status_ =

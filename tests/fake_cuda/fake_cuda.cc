@@ -190,6 +190,9 @@ struct Failure {
 struct State {
   std::mutex mu;
   std::condition_variable released;
+  // (device, peer) pairs where `device` cannot reach `peer`'s memory
+  // (cuDeviceCanAccessPeer answers 0; cuMemSetAccess refuses the grant).
+  std::set<std::pair<int, int>> no_peer_access;
   bool initialized = false;
   CUresult init_error = CUDA_SUCCESS;
   int driver_version = kDefaultDriverVersion;
@@ -365,6 +368,20 @@ FAKE_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib,
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+// Every pair of distinct devices can reach each other's memory unless
+// fake_cuda_set_peer_access said otherwise.
+FAKE_EXPORT CUresult cuDeviceCanAccessPeer(int* can_access, CUdevice dev,
+                                           CUdevice peer) {
+  FAKE_ENTER("cuDeviceCanAccessPeer", true);
+  if (can_access == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto valid = [&](CUdevice d) {
+    return d >= 0 && static_cast<size_t>(d) < s.devices.size();
+  };
+  if (!valid(dev) || !valid(peer)) return CUDA_ERROR_INVALID_DEVICE;
+  *can_access = dev != peer && s.no_peer_access.count({dev, peer}) == 0;
+  return CUDA_SUCCESS;
 }
 
 // --- contexts ----------------------------------------------------------------
@@ -806,6 +823,15 @@ FAKE_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
   }
   const std::vector<MappingIt> cover = Cover(s, p, size, false);
   if (cover.empty()) return CUDA_ERROR_INVALID_VALUE;
+  // A device granted access to another's memory must be able to reach it.
+  for (MappingIt it : cover) {
+    for (size_t i = 0; i < count; ++i) {
+      if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+          s.no_peer_access.count({desc[i].location.id, it->second.device})) {
+        return CUDA_ERROR_INVALID_DEVICE;
+      }
+    }
+  }
   for (MappingIt it : cover) {
     VmmMapping& m = it->second;
     for (size_t i = 0; i < count; ++i)
@@ -1106,6 +1132,7 @@ const Proc kProcs[] = {
     FAKE_PROC("cuDeviceGetCount", cuDeviceGetCount),
     FAKE_PROC("cuDeviceGet", cuDeviceGet),
     FAKE_PROC("cuDeviceGetAttribute", cuDeviceGetAttribute),
+    FAKE_PROC("cuDeviceCanAccessPeer", cuDeviceCanAccessPeer),
     FAKE_PROC("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
     FAKE_PROC("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2),
     FAKE_PROC("cuCtxGetCurrent", cuCtxGetCurrent),
@@ -1197,6 +1224,7 @@ FAKE_EXPORT void fake_cuda_reset(void) {
   s.streams.clear();
   s.default_stream = Stream();
   s.init_error = CUDA_SUCCESS;
+  s.no_peer_access.clear();
   // VMM state is forgotten, not unmapped (as allocations are); a backed
   // handle's memory stays where it is mapped, its descriptor is closed.
   s.vmm_granularity = kDefaultVmmGranularity;
@@ -1296,6 +1324,16 @@ FAKE_EXPORT void fake_cuda_set_vmm_supported(int device, int supported) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (ValidDevice(s, device)) {
     s.devices[static_cast<size_t>(device)].vmm_supported = supported != 0;
+  }
+}
+
+FAKE_EXPORT void fake_cuda_set_peer_access(int device, int peer, int can) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (can != 0) {
+    s.no_peer_access.erase({device, peer});
+  } else {
+    s.no_peer_access.insert({device, peer});
   }
 }
 

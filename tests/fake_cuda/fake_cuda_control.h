@@ -80,6 +80,10 @@ void fake_cuda_set_vmm_granularity(size_t bytes);
 // Whether `device` reports CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_
 // SUPPORTED; without it cuMemCreate on it is CUDA_ERROR_NOT_SUPPORTED.
 void fake_cuda_set_vmm_supported(int device, int supported);
+// Whether `device` can reach `peer`'s memory (cuDeviceCanAccessPeer; a
+// cuMemSetAccess granting it is CUDA_ERROR_INVALID_DEVICE when not). Every
+// pair can until set; reset forgets.
+void fake_cuda_set_peer_access(int device, int peer, int can);
 // Backed (1): handles created from now on get host memory (a memfd of their
 // size) that their mappings show, readable or writable as cuMemSetAccess
 // allows, and that keeps its bytes across cuMemUnmap and a new cuMemMap.

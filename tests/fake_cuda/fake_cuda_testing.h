@@ -30,6 +30,7 @@ struct FakeCuda {
   int (*context_depth)();
   void (*set_vmm_granularity)(size_t);
   void (*set_vmm_supported)(int, int);
+  void (*set_peer_access)(int, int, int);
   void (*set_vmm_backed)(int);
   size_t (*vmm_reserved_bytes)();
   size_t (*vmm_mapped_bytes)(int);
@@ -76,6 +77,7 @@ inline const FakeCuda* GetFake() {
     BFC_FAKE_SYM(context_depth, "fake_cuda_context_depth");
     BFC_FAKE_SYM(set_vmm_granularity, "fake_cuda_set_vmm_granularity");
     BFC_FAKE_SYM(set_vmm_supported, "fake_cuda_set_vmm_supported");
+    BFC_FAKE_SYM(set_peer_access, "fake_cuda_set_peer_access");
     BFC_FAKE_SYM(set_vmm_backed, "fake_cuda_set_vmm_backed");
     BFC_FAKE_SYM(vmm_reserved_bytes, "fake_cuda_vmm_reserved_bytes");
     BFC_FAKE_SYM(vmm_mapped_bytes, "fake_cuda_vmm_mapped_bytes");

@@ -28,9 +28,9 @@
 // Virtual memory management (CudaVmmSubAllocator), also at 12000 but
 // optional: a driver without them still loads, and `vmm_status` says why
 // expandable regions are unavailable: cuDeviceGetAttribute,
-// cuCtxSynchronize, cuMemGetAllocationGranularity, cuMemAddressReserve,
-// cuMemAddressFree, cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
-// cuMemSetAccess.
+// cuDeviceCanAccessPeer, cuCtxSynchronize, cuMemGetAllocationGranularity,
+// cuMemAddressReserve, cuMemAddressFree, cuMemCreate, cuMemRelease, cuMemMap,
+// cuMemUnmap, cuMemSetAccess.
 //
 // Thread safety: Get() is safe from any thread; the table is immutable once
 // loaded.
@@ -103,6 +103,7 @@ struct CudaDriver {
   // VMM: all set, or all nullptr with vmm_status saying which is missing.
   absl::Status vmm_status;
   decltype(&::cuDeviceGetAttribute) DeviceGetAttribute = nullptr;
+  decltype(&::cuDeviceCanAccessPeer) DeviceCanAccessPeer = nullptr;
   decltype(&::cuCtxSynchronize) CtxSynchronize = nullptr;
   decltype(&::cuMemGetAllocationGranularity) MemGetAllocationGranularity =
       nullptr;
