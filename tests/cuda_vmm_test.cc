@@ -480,6 +480,29 @@ TEST_F(CudaVmmTest, APeerWithoutAccessIsRefusedUpFront) {
   ok.Free(p, got);
 }
 
+// From a review: pages that would not unmap (a driver going away at exit
+// answers CUDA_ERROR_DEINITIALIZED to everything) were logged one line per
+// page, tens of thousands on a large device, and again on every retry. The
+// first failure is logged, the rest counted in one line.
+TEST_F(CudaVmmTest, PagesThatWillNotUnmapAreLoggedOnceWithACount) {
+  BFC_REQUIRE_FAKE_CUDA();
+  testing::LogCapture log;
+  {
+    CudaVmmSubAllocator sub(0, SmallRange(8));
+    size_t got = 0;
+    for (int i = 0; i < 3; ++i) ASSERT_NE(sub.Alloc(256, kPage, &got), nullptr);
+    for (int i = 0; i < 3; ++i) {
+      GetFake()->fail_call("cuMemUnmap", 1, CUDA_ERROR_DEINITIALIZED);
+    }
+  }
+  size_t unmap_lines = 0;
+  for (const auto& [severity, line] : log.lines()) {
+    unmap_lines += line.find("cuMemUnmap(") != std::string::npos;
+  }
+  EXPECT_EQ(unmap_lines, 1u);
+  EXPECT_TRUE(log.Contains("2 more pages would not unmap either"));
+}
+
 // --- under an Allocator ------------------------------------------------------
 
 Allocator::Options VmmOptions() {

@@ -132,9 +132,14 @@ class CudaVmmSubAllocator : public SubAllocator {
 
   void Init(const Options& options);
   // Unmaps and releases pages [first, first + n) (all kMapped or kStuck);
-  // pages that will not unmap become kStuck. Returns pages unmapped.
-  size_t UnmapPagesLocked(size_t first, size_t n)
+  // pages that will not unmap become kStuck. Returns pages unmapped. The
+  // first failure is logged; later ones only counted in *failures (its
+  // caller says how many), so that a driver going away at exit does not log
+  // a line per page. nullptr: a count of this call's own.
+  size_t UnmapPagesLocked(size_t first, size_t n, size_t* failures = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Logs how many unmaps failed after the one already logged.
+  void LogMoreUnmapFailures(size_t failures);
   // Retries stuck pages (after a synchronize) and unreleased handles.
   void RetryStuckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases the handles kept in unreleased_ once more.

@@ -248,9 +248,13 @@ CudaVmmSubAllocator::~CudaVmmSubAllocator() {
                          "them",
                          Who(), still_mapped));
     (void)SynchronizeLocked();
+    size_t failures = 0;
     for (size_t i = 0; i < num_pages_; ++i) {
-      if (pages_[i].state != PageState::kUnmapped) (void)UnmapPagesLocked(i, 1);
+      if (pages_[i].state != PageState::kUnmapped) {
+        (void)UnmapPagesLocked(i, 1, &failures);
+      }
     }
+    LogMoreUnmapFailures(failures);
   }
   if (!unreleased_.empty()) {
     RetryUnreleasedLocked();
@@ -368,9 +372,12 @@ bool CudaVmmSubAllocator::SynchronizeLocked() {
   return true;
 }
 
-size_t CudaVmmSubAllocator::UnmapPagesLocked(size_t first, size_t n) {
+size_t CudaVmmSubAllocator::UnmapPagesLocked(size_t first, size_t n,
+                                             size_t* failures) {
   const CudaDriver& d = **CudaDriver::Get();
   ScopedPrimaryContext scoped(d, device_ordinal_);
+  size_t own_failures = 0;
+  if (failures == nullptr) failures = &own_failures;
   size_t unmapped = 0;
   for (size_t i = first; i < first + n; ++i) {
     Page& p = pages_[i];
@@ -384,13 +391,16 @@ size_t CudaVmmSubAllocator::UnmapPagesLocked(size_t first, size_t n) {
         p.state = PageState::kStuck;
         ++counters_.stuck_pages;
       }
-      Log(LogSeverity::kError,
-          absl::StrCat(Who(), ": ",
-                       d.CallError(internal::Format("cuMemUnmap(%#x, %d bytes)",
-                                                    a, page_bytes_),
-                                   r)
-                           .message(),
-                       "; the page is kept out of use and retried later"));
+      if ((*failures)++ == 0) {
+        Log(LogSeverity::kError,
+            absl::StrCat(
+                Who(), ": ",
+                d.CallError(internal::Format("cuMemUnmap(%#x, %d bytes)", a,
+                                             page_bytes_),
+                            r)
+                    .message(),
+                "; the page is kept out of use and retried later"));
+      }
       continue;
     }
     // The address is free again either way; a physical page whose release
@@ -405,7 +415,16 @@ size_t CudaVmmSubAllocator::UnmapPagesLocked(size_t first, size_t n) {
     ++counters_.unmaps;
     ++unmapped;
   }
+  if (failures == &own_failures) LogMoreUnmapFailures(own_failures);
   return unmapped;
+}
+
+void CudaVmmSubAllocator::LogMoreUnmapFailures(size_t failures) {
+  if (failures <= 1) return;
+  Log(LogSeverity::kError,
+      internal::Format("%s: %d more pages would not unmap either; they are "
+                       "kept out of use and retried later",
+                       Who(), failures - 1));
 }
 
 void CudaVmmSubAllocator::ReleaseHandleLocked(unsigned long long handle) {
@@ -435,9 +454,13 @@ void CudaVmmSubAllocator::RetryStuckLocked() {
   if (!unreleased_.empty()) RetryUnreleasedLocked();
   if (counters_.stuck_pages == 0) return;
   if (!SynchronizeLocked()) return;
+  size_t failures = 0;
   for (size_t i = 0; i < num_pages_ && counters_.stuck_pages > 0; ++i) {
-    if (pages_[i].state == PageState::kStuck) (void)UnmapPagesLocked(i, 1);
+    if (pages_[i].state == PageState::kStuck) {
+      (void)UnmapPagesLocked(i, 1, &failures);
+    }
   }
+  LogMoreUnmapFailures(failures);
 }
 
 void* CudaVmmSubAllocator::Alloc(size_t alignment, size_t num_bytes,
