@@ -238,8 +238,12 @@ CudaVmmSubAllocator::~CudaVmmSubAllocator() {
   if (!got.ok()) return;
   const CudaDriver& d = **got;
   MutexLock lock(&mu_);
-  size_t still_mapped = 0;
-  for (const Page& p : pages_) still_mapped += p.state != PageState::kUnmapped;
+  const auto not_unmapped = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    size_t n = 0;  // under mu_, held by the destructor
+    for (const Page& p : pages_) n += p.state != PageState::kUnmapped;
+    return n;
+  };
+  const size_t still_mapped = not_unmapped();
   if (still_mapped > 0) {
     // The allocator above gives every region back before it goes: pages
     // left here were never freed by their owner, or would not unmap.
@@ -268,8 +272,7 @@ CudaVmmSubAllocator::~CudaVmmSubAllocator() {
   // A range with pages still mapped is not freed: the driver defines no
   // behaviour for that (a review; the fake refuses it). It stays reserved,
   // with those pages, until the process ends.
-  size_t stuck = 0;
-  for (const Page& p : pages_) stuck += p.state != PageState::kUnmapped;
+  const size_t stuck = not_unmapped();
   if (stuck > 0) {
     Log(LogSeverity::kError,
         internal::Format("%s: %d pages would not unmap at destruction; the "
