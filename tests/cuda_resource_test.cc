@@ -155,6 +155,38 @@ TEST(CudaResourceTest, AnExhaustedDeviceFailsCleanly) {
   EXPECT_GE(pool.GetStats()->num_ooms, 1);
 }
 
+// From a review: RMM's containers use what a resource's allocate returns
+// without a check. OnFailure::kThrow makes a failed request throw
+// std::bad_alloc (as CCCL's own and RMM's resources throw) through every
+// allocation entry point and a resource_ref; 0 bytes is still no failure.
+TEST(CudaResourceTest, OnFailureThrowThrowsThroughEveryEntryPoint) {
+  RequireDevice();
+  BFC_REQUIRE_FAKE_CUDA();
+  bfc::testing::GetFake()->set_device_memory(0, 512);
+  bfc::Allocator::Options opts;
+  opts.allow_retry_on_failure = false;
+  bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),
+                      size_t{64} << 20, "gpu0", opts);
+  CudaDeviceResource mr(pool, CudaDeviceResource::OnFailure::kThrow);
+  cuda::mr::async_resource_ref<device_accessible> ref{mr};
+  const cuda::stream_ref stream{cudaStream_t{}};
+  EXPECT_THROW((void)mr.allocate_sync(1024, 256), std::bad_alloc);
+  EXPECT_THROW((void)mr.allocate_async(1024, 256, stream), std::bad_alloc);
+  EXPECT_THROW((void)ref.allocate_async(1024, 256, stream), std::bad_alloc);
+  EXPECT_THROW((void)mr.allocate(stream, 1024), std::bad_alloc);
+  EXPECT_EQ(mr.allocate_sync(0, 256), nullptr);
+  // A resource of the wrong kind throws too, and copies keep the policy.
+  auto host = HostPool();
+  CudaPinnedResource wrong(*host, CudaPinnedResource::OnFailure::kThrow);
+  CudaPinnedResource copy = wrong;
+  EXPECT_THROW((void)copy.allocate_sync(1024, 256), std::bad_alloc);
+  // The default still returns nullptr, and equality is still the allocator.
+  CudaDeviceResource quiet(pool);
+  EXPECT_EQ(quiet.allocate_sync(1024, 256), nullptr);
+  EXPECT_TRUE(quiet == mr);
+  EXPECT_EQ(pool.GetStats()->bytes_in_use, 0);
+}
+
 TEST(CudaResourceTest, DeviceAllocateAndStreamOrderedFree) {
   RequireDevice();
   bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),

@@ -66,8 +66,11 @@
 // Errors: a request the pool cannot serve (out of memory, a resource whose
 // kind does not match the allocator's memory type) returns nullptr and is
 // logged by the allocator; nothing throws (unlike CCCL's own resources, which
-// throw cuda::cuda_error). Deallocation never fails visibly: a foreign pointer
-// is reported and counted by the allocator (num_invalid_frees).
+// throw cuda::cuda_error), unless the resource was made with
+// OnFailure::kThrow, which throws std::bad_alloc instead (what RMM's
+// containers need: they never check for nullptr). Deallocation never fails
+// visibly: a foreign pointer is reported and counted by the allocator
+// (num_invalid_frees).
 //
 // Thread safety: thread-safe, as the Allocator is. Handles are values; a
 // handle shared between threads must not be assigned to concurrently.
@@ -91,6 +94,7 @@
 #include <cuda/memory_resource>
 #include <cuda/stream_ref>
 #include <memory>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -110,12 +114,22 @@ class BasicCudaResource {
   static constexpr MemoryType kMemoryType =
       kHostAccessible ? MemoryType::kHostPinned : MemoryType::kDevice;
 
+  // What a failed allocation (not one of 0 bytes) does: return nullptr, the
+  // default, or throw std::bad_alloc, as CCCL's own resources and RMM's
+  // do. Pick kThrow under RMM: its containers (rmm::device_buffer,
+  // device_uvector) use what allocate returns without a check, so a
+  // nullptr would surface as a fault in a kernel (a review).
+  enum class OnFailure { kReturnNull, kThrow };
+
   // Non-owning: `allocator` must outlive the handle and all its copies.
-  explicit BasicCudaResource(Allocator& allocator)
-      : allocator_(std::shared_ptr<Allocator>(), &allocator) {}
+  explicit BasicCudaResource(Allocator& allocator,
+                             OnFailure on_failure = OnFailure::kReturnNull)
+      : allocator_(std::shared_ptr<Allocator>(), &allocator),
+        on_failure_(on_failure) {}
   // Shares ownership of `allocator` (must not be null).
-  explicit BasicCudaResource(std::shared_ptr<Allocator> allocator)
-      : allocator_(std::move(allocator)) {}
+  explicit BasicCudaResource(std::shared_ptr<Allocator> allocator,
+                             OnFailure on_failure = OnFailure::kReturnNull)
+      : allocator_(std::move(allocator)), on_failure_(on_failure) {}
 
   Allocator& allocator() const { return *allocator_; }
 
@@ -138,7 +152,7 @@ class BasicCudaResource {
                "' hands out " + MemoryTypeName(allocator_->GetMemoryType()) +
                " memory, this resource needs " + MemoryTypeName(kMemoryType);
       });
-      return nullptr;
+      return Checked(nullptr, bytes);
     }
     // Usable at once by the host and by any stream, as cudaMalloc's memory
     // is: memory a stream's work may still use is handed out only after the
@@ -146,7 +160,7 @@ class BasicCudaResource {
     // memory a copy on another stream still read).
     AllocationAttributes attr;
     attr.host_ready = allocator_->HasStreamOps();
-    return allocator_->AllocateRaw(alignment, bytes, attr);
+    return Checked(allocator_->AllocateRaw(alignment, bytes, attr), bytes);
   }
   // `bytes` and `alignment` are not needed (the allocator knows the chunk).
   void deallocate(
@@ -167,7 +181,7 @@ class BasicCudaResource {
     if (stream.get() == cudaStreamPerThread) return allocate(bytes, alignment);
     AllocationAttributes attr;
     attr.stream = Canonical(stream);
-    return allocator_->AllocateRaw(alignment, bytes, attr);
+    return Checked(allocator_->AllocateRaw(alignment, bytes, attr), bytes);
   }
   void* allocate_async(size_t bytes, cuda::stream_ref stream) {
     return allocate_async(bytes, cuda::mr::default_cuda_malloc_alignment,
@@ -239,17 +253,6 @@ class BasicCudaResource {
 
   // The allocator's name for `stream`: cudaStreamLegacy is the legacy
   // default stream, which the driver calls (and kImplicitStream) name 0.
-  // Logs the message `make` builds, at error severity. Building it can
-  // throw std::bad_alloc when the host is out of memory; that message is
-  // dropped, so that nothing leaves the noexcept calls above (a review).
-  template <typename F>
-  static void LogQuietly(F&& make) noexcept {
-    try {
-      Log(LogSeverity::kError, make());
-    } catch (...) {
-    }
-  }
-
   static StreamId Canonical(cuda::stream_ref stream) {
     return stream.get() == cudaStreamLegacy
                ? kImplicitStream
@@ -272,7 +275,27 @@ class BasicCudaResource {
                            cuda::mr::host_accessible) noexcept {}
 
  private:
+  // Logs the message `make` builds, at error severity. Building it can
+  // throw std::bad_alloc when the host is out of memory; that message is
+  // dropped, so that nothing leaves the noexcept calls above (a review).
+  template <typename F>
+  static void LogQuietly(F&& make) noexcept {
+    try {
+      Log(LogSeverity::kError, make());
+    } catch (...) {
+    }
+  }
+
+  // `p`, or std::bad_alloc for a failed request under OnFailure::kThrow.
+  void* Checked(void* p, size_t bytes) const {
+    if (p == nullptr && bytes != 0 && on_failure_ == OnFailure::kThrow) {
+      throw std::bad_alloc();
+    }
+    return p;
+  }
+
   std::shared_ptr<Allocator> allocator_;
+  OnFailure on_failure_ = OnFailure::kReturnNull;
 };
 
 using CudaDeviceResource = BasicCudaResource<false>;
