@@ -15,6 +15,7 @@ bfc-replay given the pickle itself names it and the converter.
 import json
 import os
 import pickle
+import stat
 import subprocess
 import sys
 
@@ -147,8 +148,49 @@ def main():
             f, protocol=4)
     r = subprocess.run([sys.executable, converter, bad], capture_output=True,
                        text=True, stdin=subprocess.DEVNULL)
-    if r.returncode != 1 or "addr -16 is not an integer >= 0" not in r.stderr:
+    if r.returncode != 1 or "addr -16 is not an integer in [0, 2^64)" not in \
+            r.stderr:
         failed.append(f"a negative address: exit {r.returncode}, {r.stderr!r}")
+    with open(bad, "wb") as f:
+        pickle.dump({"segments": [], "device_traces": [[
+            {"action": "alloc", "addr": 16, "size": 1 << 65, "stream": 0}]]},
+            f, protocol=4)
+    r = subprocess.run([sys.executable, converter, bad], capture_output=True,
+                       text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 1 or "device trace entry 0: size" not in r.stderr:
+        failed.append(f"a size of 2^65: exit {r.returncode}, {r.stderr!r}")
+
+    # From a review: -o renamed a temporary file over whatever it named, so a
+    # FIFO (or, as root, /dev/null) became a plain file and /dev/stdout
+    # failed. What is not a regular file is written to directly.
+    fifo = os.path.join(work, "out.fifo")
+    if os.path.lexists(fifo):
+        os.unlink(fifo)
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", fifo], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL)
+    r = subprocess.run([sys.executable, converter, path, "-o", fifo],
+                       capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=60)
+    try:
+        got = reader.communicate(timeout=20)[0].decode()
+    except subprocess.TimeoutExpired:
+        # Nothing opened the FIFO for writing: the reader still waits.
+        reader.kill()
+        reader.communicate()
+        got = ""
+    if r.returncode != 0 or not stat.S_ISFIFO(os.lstat(fifo).st_mode) or \
+            got != csv:
+        failed.append(f"-o a FIFO: exit {r.returncode}, still a FIFO: "
+                      f"{stat.S_ISFIFO(os.lstat(fifo).st_mode)}, "
+                      f"{len(got)} of {len(csv)} bytes read, {r.stderr!r}")
+    r = subprocess.run([sys.executable, converter, path, "-o", "/dev/stdout"],
+                       capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    if r.returncode != 0 or r.stdout != csv:
+        failed.append(f"-o /dev/stdout: exit {r.returncode}, "
+                      f"{len(r.stdout)} of {len(csv)} bytes, {r.stderr!r}")
 
     # Output that cannot be written is a message and exit 1, not a traceback.
     if os.access("/dev/full", os.W_OK):

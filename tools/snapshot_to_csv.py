@@ -27,6 +27,7 @@ import argparse
 import math
 import os
 import pickle
+import stat
 import sys
 import tempfile
 
@@ -90,9 +91,10 @@ def convert(snapshot, device):
         stream = e.get("stream", 0) or 0
         for what, v in (("addr", addr), ("size", size), ("stream", stream)):
             # bfc-replay would refuse the row; say which entry it came from.
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            if (not isinstance(v, int) or isinstance(v, bool) or v < 0 or
+                    v >= 1 << 64):
                 raise ValueError(f"device trace entry {i}: {what} {v!r} is "
-                                 "not an integer >= 0")
+                                 "not an integer in [0, 2^64)")
         time = e.get("time_us")
         t = (f"{time / 1e6:.6f}" if isinstance(time, (int, float)) and
              not isinstance(time, bool) and math.isfinite(time) else f"{i}")
@@ -123,13 +125,20 @@ class SameFileError(Exception):
 def write_atomically(source, path, text):
     """Writes `text` to `path` (through a symlink, keeping an existing file's
     permissions) via a temporary file renamed into place, so a failed write
-    leaves the old file whole; refuses to write over `source`."""
+    leaves the old file whole; refuses to write over `source`. A path that
+    is not a regular file (/dev/stdout, a FIFO, >(...), a device) is written
+    to directly: renaming over it would replace it with a file (a review:
+    as root, -o /dev/null replaced /dev/null for everyone)."""
     target = os.path.realpath(path)
     if os.path.exists(target) and os.path.samefile(source, target):
         raise SameFileError(f"the output {path} is the snapshot {source}; "
                             "refusing to write over it")
     if os.path.isdir(target):
         raise IsADirectoryError(f"{path} is a directory")
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        with open(path, "w", encoding="ascii") as f:
+            f.write(text)
+        return
     if os.path.exists(target) and not os.access(target, os.W_OK):
         raise PermissionError(f"{path} is not writable")
     if os.path.exists(target):
