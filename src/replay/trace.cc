@@ -196,8 +196,8 @@ absl::StatusOr<Trace> ParseTraceImpl(std::string_view csv, std::string name,
     return LineError(
         label, 1,
         "this is a Python pickle (a PyTorch memory snapshot?), not an RMM "
-        "log; convert a snapshot with tools/snapshot_to_csv.py SNAPSHOT | "
-        "bfc-replay -");
+        "log; convert a snapshot with tools/snapshot_to_csv.py SNAPSHOT -o "
+        "TRACE.csv and read that (or pipe the converter into '-')");
   }
 
   trace.events.reserve(
