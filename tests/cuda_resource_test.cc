@@ -295,6 +295,16 @@ CUstream NewStream() {
   return s;
 }
 
+// Ends the fake's hold on `s` after 100 ms, setting *released first: a
+// kernel on `s` that finishes while the test tries to reuse its memory.
+std::thread ReleaseLater(CUstream s, std::atomic<bool>* released) {
+  return std::thread([s, released] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    *released = true;
+    bfc::testing::GetFake()->release_stream(s);
+  });
+}
+
 // From a review: with events, the synchronous allocate handed out memory a
 // stream's work still used (a pinned buffer the host writes while a copy on
 // that stream reads it): it waited for that work only on the legacy stream.
@@ -334,11 +344,7 @@ TEST(CudaResourceTest, AllocateSyncNeverGetsMemoryAStreamStillUses) {
       CudaDeviceResource(pool).deallocate_async(p, 1 << 20, 256, stream);
     }
     std::atomic<bool> released{false};
-    std::thread releaser([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      released = true;
-      bfc::testing::GetFake()->release_stream(s);
-    });
+    std::thread releaser = ReleaseLater(s, &released);
     // 1 MiB at a time until p comes back (the pool then has no other
     // fit, or p's stream is done): never before s released it.
     std::vector<void*> others;
@@ -385,11 +391,7 @@ TEST(CudaResourceTest, PmrOverAPinnedPoolNeverGetsMemoryAStreamStillUses) {
   bfc::testing::GetFake()->hold_stream(s);  // a copy on s still reads p
   mr.deallocate_async(p, 1 << 20, 256, stream);
   std::atomic<bool> released{false};
-  std::thread releaser([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    released = true;
-    bfc::testing::GetFake()->release_stream(s);
-  });
+  std::thread releaser = ReleaseLater(s, &released);
   std::vector<void*> others;
   for (int i = 0; i < 200; ++i) {
     void* o = nullptr;
