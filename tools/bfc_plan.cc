@@ -26,6 +26,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bfc/planner/memory_management.h"
 #include "bfc/planner/plan_report.h"
 #include "bfc/replay/trace.h"
@@ -208,12 +210,35 @@ int Main(int argc, char** argv) {
   // Progress on a terminal only, one line rewritten in place: a plan of a
   // large trace takes seconds to minutes, and silence looks like a hang.
   if (!quiet && isatty(STDERR_FILENO)) {
-    options.on_progress = [](size_t done, size_t total, const char* name) {
-      if (done < total) {
-        std::fprintf(stderr, "\r%s: planning %zu/%zu %-20s", kToolName,
-                     done + 1, total, name);
+    // Called again while a long strategy runs: the line then shows how long
+    // it has been running, redrawn at most four times a second.
+    options.on_progress = [row = size_t{0}, total_rows = size_t{0},
+                           row_start = absl::Now(),
+                           drawn = absl::InfinitePast()](
+                              size_t done, size_t total,
+                              const char* name) mutable {
+      const absl::Time now = absl::Now();
+      if (done >= total) {
+        drawn = absl::InfinitePast();  // the next trace starts afresh
+        std::fprintf(stderr, "\r%*s\r", 70, "");
+        std::fflush(stderr);
+        return;
+      }
+      if (done != row || total != total_rows || drawn == absl::InfinitePast()) {
+        row = done;
+        total_rows = total;
+        row_start = now;
+      } else if (now - drawn < absl::Milliseconds(250)) {
+        return;
+      }
+      drawn = now;
+      const int64_t seconds = absl::ToInt64Seconds(now - row_start);
+      if (seconds > 0) {
+        std::fprintf(stderr, "\r%s: planning %zu/%zu %-20s %4llds", kToolName,
+                     done + 1, total, name, static_cast<long long>(seconds));
       } else {
-        std::fprintf(stderr, "\r%*s\r", 60, "");
+        std::fprintf(stderr, "\r%s: planning %zu/%zu %-20s      ", kToolName,
+                     done + 1, total, name);
       }
       std::fflush(stderr);
     };

@@ -1489,11 +1489,26 @@ int ComparePolicies(const CLI::App& app, const Flags& flags) {
       rows.push_back(*std::move(row));
     }
     bfc::planner::PlanOptions plan_options;
-    plan_options.on_progress = [&](size_t done, size_t total,
-                                   const char* name) {
-      progress(absl::StrFormat("%s: %s (%d/%d): planning %d/%d %s", kToolName,
-                               compiled->name, t + 1, paths.size(),
-                               std::min(done + 1, total), total, name));
+    // Called again while a long strategy runs (PlanOptions::on_progress):
+    // the line then shows how long it has been running, redrawn at most four
+    // times a second.
+    plan_options.on_progress = [&, row = size_t{0}, row_start = absl::Now(),
+                                drawn = absl::InfinitePast()](
+                                   size_t done, size_t total,
+                                   const char* name) mutable {
+      const absl::Time now = absl::Now();
+      if (drawn == absl::InfinitePast() || done != row) {
+        row = done;
+        row_start = now;
+      } else if (now - drawn < absl::Milliseconds(250)) {
+        return;
+      }
+      drawn = now;
+      const int64_t seconds = absl::ToInt64Seconds(now - row_start);
+      progress(absl::StrFormat(
+          "%s: %s (%d/%d): planning %d/%d %s%s", kToolName, compiled->name,
+          t + 1, paths.size(), std::min(done + 1, total), total, name,
+          seconds > 0 ? absl::StrFormat(" %ds", seconds) : ""));
     };
     absl::StatusOr<bfc::planner::PlanReport> plan =
         bfc::planner::PlanTrace(*compiled, plan_options);

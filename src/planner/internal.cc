@@ -14,18 +14,28 @@ namespace {
 
 thread_local uint64_t t_work_left = std::numeric_limits<uint64_t>::max();
 thread_local uint64_t t_work_budget = 0;  // 0: none set
+thread_local const std::function<void()>* t_tick = nullptr;
+thread_local uint64_t t_until_tick = kWorkStepsPerTick;
 
 }  // namespace
 
-WorkBudgetScope::WorkBudgetScope(uint64_t steps)
-    : saved_left_(t_work_left), saved_budget_(t_work_budget) {
+WorkBudgetScope::WorkBudgetScope(uint64_t steps,
+                                 const std::function<void()>* tick)
+    : saved_left_(t_work_left),
+      saved_budget_(t_work_budget),
+      saved_tick_(t_tick),
+      saved_until_tick_(t_until_tick) {
   t_work_left = steps;
   t_work_budget = steps;
+  t_tick = tick != nullptr && *tick ? tick : nullptr;
+  t_until_tick = kWorkStepsPerTick;
 }
 
 WorkBudgetScope::~WorkBudgetScope() {
   t_work_left = saved_left_;
   t_work_budget = saved_budget_;
+  t_tick = saved_tick_;
+  t_until_tick = saved_until_tick_;
 }
 
 bool ChargeWork(uint64_t steps) {
@@ -34,6 +44,12 @@ bool ChargeWork(uint64_t steps) {
     return false;
   }
   t_work_left -= steps;
+  if (steps >= t_until_tick) {
+    t_until_tick = kWorkStepsPerTick;
+    if (t_tick != nullptr) (*t_tick)();
+  } else {
+    t_until_tick -= steps;
+  }
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -35,9 +36,13 @@ namespace internal {
 // strategy charges with ChargeWork, weighted as their cost grows. Unlimited
 // unless a WorkBudgetScope on this thread sets it, so a direct call of a
 // strategy (AssignOffsetsToTensors, ...) is never cut short.
+// `tick`, when not empty, is called after about every kWorkStepsPerTick
+// charged steps (so a tool can show that a long strategy is still running);
+// it must not throw.
 class WorkBudgetScope {
  public:
-  explicit WorkBudgetScope(uint64_t steps);
+  explicit WorkBudgetScope(uint64_t steps,
+                           const std::function<void()>* tick = nullptr);
   ~WorkBudgetScope();
   WorkBudgetScope(const WorkBudgetScope&) = delete;
   WorkBudgetScope& operator=(const WorkBudgetScope&) = delete;
@@ -45,7 +50,11 @@ class WorkBudgetScope {
  private:
   uint64_t saved_left_;
   uint64_t saved_budget_;
+  const std::function<void()>* saved_tick_;
+  uint64_t saved_until_tick_;
 };
+// Tens of milliseconds of the charged strategies' work.
+inline constexpr uint64_t kWorkStepsPerTick = uint64_t{1} << 20;
 // Charges `steps` to the budget; false once it is spent (the strategy then
 // returns WorkBudgetSpent()).
 bool ChargeWork(uint64_t steps);

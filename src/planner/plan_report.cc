@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -150,7 +151,15 @@ absl::StatusOr<PlanReport> PlanRecords(
         budget = square + per_tensor;
       }
     }
-    internal::WorkBudgetScope scope(budget);
+    // While a long strategy runs, the same row is reported again now and
+    // then (from its charged work), so a tool can show it is not stuck.
+    std::function<void()> tick;
+    if (options.on_progress) {
+      tick = [&options, i = i, n = rows.size(), strategy = strategy] {
+        options.on_progress(i, n, MemoryStrategyName(strategy));
+      };
+    }
+    internal::WorkBudgetScope scope(budget, &tick);
     report.results.push_back(RunOne(records, strategy, offsets, options));
   }
   if (options.on_progress) {

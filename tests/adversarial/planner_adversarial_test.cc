@@ -6,6 +6,7 @@
 // and 3-D sizes, GREEDY_BY_SIZE between two equal gaps, aligned offsets).
 // Expected values are TFLite's (tensorflow/lite/delegates/gpu/common/
 // memory_management_test.cc) or worked out by hand in the comments.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -283,6 +284,39 @@ TEST(PlannerGuardTest, QuadraticStrategiesAreSkippedPastTheLimitWithANote) {
           << MemoryStrategyName(r.strategy) << " " << r.status;
     }
   }
+}
+
+// bfc-plan showed one line per strategy, then nothing for the 5-10 s one
+// strategy takes on 500k tensors: a long strategy now reports its row again
+// from its charged work, so a tool can show it is still running.
+TEST(PlannerGuardTest, ALongStrategyReportsItsRowAgainWhileItRuns) {
+  constexpr size_t kTensors = 4000;  // all live: ~8M steps of visits
+  std::vector<TensorUsageRecord<size_t>> records;
+  for (size_t i = 0; i < kTensors; ++i) {
+    records.push_back({256, i, 2 * kTensors});
+  }
+  PlanOptions options;
+  options.strategies = {MemoryStrategy::GREEDY_BY_BREADTH,
+                        MemoryStrategy::NAIVE};
+  options.objects = false;
+  options.max_quadratic_tensors = 0;
+  std::vector<std::string> progress;
+  options.on_progress = [&](size_t done, size_t total, const char* name) {
+    progress.push_back(absl::StrCat(done, "/", total, " ", name));
+  };
+  absl::StatusOr<PlanReport> report = PlanRecords(records, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.front(), "0/2 GREEDY_BY_BREADTH");
+  const auto breadth = std::count(progress.begin(), progress.end(),
+                                  std::string("0/2 GREEDY_BY_BREADTH"));
+  EXPECT_GE(breadth, 4);  // the first call, then one per 2^20 steps
+  // NAIVE charges no work: its one call; then the end.
+  EXPECT_EQ(
+      std::count(progress.begin(), progress.end(), std::string("1/2 NAIVE")),
+      1);
+  EXPECT_EQ(progress.back(), "2/2 ");
+  EXPECT_EQ(progress.size(), static_cast<size_t>(breadth) + 2);
 }
 
 // From a review: the strategies called linear (GREEDY_BY_BREADTH, the
