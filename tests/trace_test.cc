@@ -352,6 +352,43 @@ TEST(ReadTraceTest, ReadsGzipByContent) {
   EXPECT_EQ(t->events.size(), 1u);
 }
 
+// A few megabytes of gzip inflate to gigabytes; the text was read whole
+// with no limit, and on Linux a string grown past memory is not bad_alloc:
+// the process is killed. The text now stops at ReadTraceOptions'
+// max_text_bytes (by default a quarter of physical memory).
+TEST(ReadTraceTest, TextPastTheLimitIsRefusedWhileInflating) {
+  TempDir dir;
+  std::string csv = kHeader;
+  while (csv.size() < (size_t{4} << 20)) {
+    csv += "1,0,allocate,0x1000,256,0\n1,0,free,0x1000,256,0\n";
+  }
+  const std::string gz = dir.Name("bomb.csv.gz");
+  ASSERT_TRUE(WriteGzip(gz, csv));
+  ReadTraceOptions options;
+  options.max_text_bytes = size_t{1} << 20;
+  absl::StatusOr<Trace> t = ReadTrace(gz, options);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(t.status().message(),
+              HasSubstr(gz + ": the trace's text (after decompression) "
+                             "passes 1.00 MiB (1048576 B)"));
+  // At the size of its text it is read; with the default limit too.
+  options.max_text_bytes = csv.size();
+  t = ReadTrace(gz, options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->events.size(), 2 * ((csv.size() - kHeader.size()) / 48));
+  t = ReadTrace(gz);
+  ASSERT_TRUE(t.ok()) << t.status();
+
+  // A plain file over the limit is refused before it is read.
+  const std::string plain = dir.Write("plain.csv", csv);
+  options.max_text_bytes = csv.size() - 1;
+  t = ReadTrace(plain, options);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(t.status().message(), HasSubstr(plain + ": the trace's text"));
+}
+
 TEST(ReadTraceTest, GzipErrorsNameTheLine) {
   TempDir dir;
   std::string gz = dir.Name("bad.csv.gz");

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "bfc/internal/constants.h"
 #include "bfc/internal/str_format.h"
+#include "bfc/units.h"
 #include "core/internal/bits.h"
 
 #if defined(BFC_HAVE_ZLIB)
@@ -352,14 +354,39 @@ bool IsGzipMagic(const char* p) {
 // reading it whole first would take memory without bound.
 constexpr size_t kMaxLineBytes = size_t{1} << 20;
 
-// Appends what was read to the text, refusing a line longer than
+absl::Status TextTooLarge(std::string_view label, size_t max_bytes) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      Av(label), ": the trace's text (after decompression) passes ",
+      HumanReadableBytesExact(max_bytes),
+      ", the most read into memory (ReadTraceOptions::max_text_bytes; by "
+      "default a quarter of this machine's memory)"));
+}
+
+// A quarter of physical memory, at least 64 MiB (sysconf can fail).
+size_t DefaultMaxTextBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  constexpr size_t kFloor = size_t{64} << 20;
+  if (pages <= 0 || page_size <= 0) return kFloor;
+  const size_t quarter = static_cast<size_t>(pages) / 4;
+  if (quarter > std::numeric_limits<size_t>::max() / size_t(page_size)) {
+    return std::numeric_limits<size_t>::max();
+  }
+  return std::max(kFloor, quarter * static_cast<size_t>(page_size));
+}
+
+// Appends what was read to the text (at most max_bytes of it), refusing a
+// line longer than
 // kMaxLineBytes as soon as it is seen.
 class TextSink {
  public:
-  TextSink(std::string_view label, std::string* out)
-      : label_(label), out_(out) {}
+  TextSink(std::string_view label, std::string* out, size_t max_bytes)
+      : label_(label), out_(out), max_bytes_(max_bytes) {}
 
   absl::Status Append(const char* p, size_t n) {
+    if (n > max_bytes_ - std::min(max_bytes_, out_->size())) {
+      return TextTooLarge(label_, max_bytes_);
+    }
     const char* end = p + n;
     const char* first = static_cast<const char*>(std::memchr(p, '\n', n));
     // The line that was running ends at `first`, or runs on; the lines
@@ -391,6 +418,7 @@ class TextSink {
  private:
   std::string_view label_;
   std::string* out_;
+  size_t max_bytes_;
   size_t lines_ = 0;  // complete lines so far
   size_t run_ = 0;    // bytes of the line not yet ended
 };
@@ -403,7 +431,7 @@ class TextSink {
 // its end (Z_STREAM_END, trailer and CRC checked): a stream cut short is an
 // error, never a shorter trace.
 absl::Status InflateFd(int fd, std::string_view label, std::vector<char>& in,
-                       size_t have, std::string* out) {
+                       size_t have, size_t max_bytes, std::string* out) {
   z_stream z;
   std::memset(&z, 0, sizeof(z));
   if (inflateInit2(&z, 15 + 16) != Z_OK) {
@@ -415,7 +443,7 @@ absl::Status InflateFd(int fd, std::string_view label, std::vector<char>& in,
     ~Cleanup() { inflateEnd(z); }
   } cleanup{&z};
   std::vector<char> buf(4 * kChunk);
-  TextSink text(label, out);
+  TextSink text(label, out, max_bytes);
   bool in_member = true;  // inside a gzip member (not between two)
   bool at_eof = false;
   z.next_in = reinterpret_cast<Bytef*>(in.data());
@@ -484,7 +512,7 @@ absl::Status InflateFd(int fd, std::string_view label, std::vector<char>& in,
 // first two bytes, whatever the name) decompressed. `size_hint`: the file's
 // size when known, else 0.
 absl::Status ReadAll(int fd, std::string_view label, size_t size_hint,
-                     std::string* out) {
+                     size_t max_bytes, std::string* out) {
   std::vector<char> in(kChunk);
   // The first two bytes decide; a read may return fewer.
   size_t have = 0;
@@ -496,7 +524,7 @@ absl::Status ReadAll(int fd, std::string_view label, size_t size_hint,
   }
   if (have >= 2 && IsGzipMagic(in.data())) {
 #if defined(BFC_HAVE_ZLIB)
-    return InflateFd(fd, label, in, have, out);
+    return InflateFd(fd, label, in, have, max_bytes, out);
 #else
     return absl::UnimplementedError(
         absl::StrCat(Av(label),
@@ -504,8 +532,9 @@ absl::Status ReadAll(int fd, std::string_view label, size_t size_hint,
                      "gunzip it first"));
 #endif
   }
+  if (size_hint > max_bytes) return TextTooLarge(label, max_bytes);
   if (size_hint > 0) out->reserve(size_hint);
-  TextSink text(label, out);
+  TextSink text(label, out, max_bytes);
   if (absl::Status s = text.Append(in.data(), have); !s.ok()) return s;
   while (true) {
     const ssize_t n = ReadSome(fd, in.data(), in.size());
@@ -526,10 +555,11 @@ absl::Status TooLarge(std::string_view label) {
 // Reads and parses the trace on `fd`, turning the exceptions of a trace too
 // large for memory into a status (nothing escapes the library).
 absl::StatusOr<Trace> ReadAndParse(int fd, std::string name,
-                                   std::string_view label, size_t size_hint) {
+                                   std::string_view label, size_t size_hint,
+                                   size_t max_bytes) {
   try {
     std::string text;
-    absl::Status status = ReadAll(fd, label, size_hint, &text);
+    absl::Status status = ReadAll(fd, label, size_hint, max_bytes, &text);
     if (!status.ok()) return status;
     return ParseTraceImpl(text, std::move(name), label);
   } catch (const std::bad_alloc&) {
@@ -553,8 +583,15 @@ absl::StatusOr<Trace> ParseTrace(std::string_view csv, std::string name) {
 }
 
 absl::StatusOr<Trace> ReadTrace(const std::string& path) {
+  return ReadTrace(path, ReadTraceOptions());
+}
+
+absl::StatusOr<Trace> ReadTrace(const std::string& path,
+                                const ReadTraceOptions& options) {
+  const size_t max_bytes = options.max_text_bytes != 0 ? options.max_text_bytes
+                                                       : DefaultMaxTextBytes();
   if (path == kStandardInputPath) {
-    return ReadAndParse(STDIN_FILENO, "stdin", "standard input", 0);
+    return ReadAndParse(STDIN_FILENO, "stdin", "standard input", 0, max_bytes);
   }
   int fd;
   do {
@@ -587,7 +624,7 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
   const size_t size_hint = S_ISREG(st.st_mode) && st.st_size > 0
                                ? static_cast<size_t>(st.st_size)
                                : 0;
-  return ReadAndParse(fd, TraceNameFromPath(path), path, size_hint);
+  return ReadAndParse(fd, TraceNameFromPath(path), path, size_hint, max_bytes);
 }
 
 absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,

@@ -71,6 +71,19 @@ inline constexpr char kStandardInputPath[] = "-";
 // does not fit in memory. Never throws.
 absl::StatusOr<Trace> ReadTrace(const std::string& path);
 
+struct ReadTraceOptions {
+  // The most bytes of trace text (after gzip decompression) read into memory;
+  // a trace with more is ResourceExhausted as soon as the text passes it,
+  // naming the limit. 0: a quarter of this machine's physical memory (the
+  // parsed events take about as much again). A few megabytes of gzip can
+  // inflate to terabytes, and on Linux a string grown past the memory there
+  // is does not fail: the process is killed.
+  size_t max_text_bytes = 0;
+};
+// ReadTrace with a limit on the text read (ReadTraceOptions).
+absl::StatusOr<Trace> ReadTrace(const std::string& path,
+                                const ReadTraceOptions& options);
+
 // One replay step. `slot` is a dense index standing for the original pointer.
 struct ReplayOp {
   enum class Kind : uint8_t { kAllocate, kFree };
