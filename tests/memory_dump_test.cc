@@ -762,4 +762,37 @@ TEST(MemoryDumpTest, APartialReleaseIsASegmentUnmapInTheSnapshot) {
   a.DeallocateRaw(keep);
 }
 
+// From a review, on dumps built by hand (PyTorchSnapshotPickle takes any
+// MemoryDump): a region ending past 2^64 wrapped its end, so its chunks
+// were dropped from its blocks; a negative device was written as is on the
+// segments, and a large one made that many empty device_traces lists.
+TEST(MemoryDumpTest, ASnapshotOfAHandBuiltDumpKeepsItsBlocksAndDevice) {
+  MemoryDump dump;
+  const uint64_t base = ~uint64_t{0} - 4095;  // 4 KiB below the top
+  dump.regions.push_back({base, 8192});       // would end past 2^64
+  ChunkDump chunk;
+  chunk.address = base;
+  chunk.size = 8192;
+  chunk.requested_size = 0x0123456789AB;  // findable in the bytes
+  chunk.in_use = true;
+  chunk.allocation_id = 1;
+  dump.chunks.push_back(chunk);
+  const std::string pickle = PyTorchSnapshotPickle(dump, {});
+  // The chunk is a block (cut at the end of the address space): its
+  // requested size is written as LONG1, 8 bytes little-endian.
+  const std::string requested("\x8a\x08\xab\x89\x67\x45\x23\x01\x00\x00", 10);
+  EXPECT_NE(pickle.find(requested), std::string::npos);
+
+  // Devices: clamped to [0, 127] (c10::DeviceIndex), the same everywhere.
+  auto with_device = [&](int device) {
+    PyTorchSnapshotOptions options;
+    options.device = device;
+    return PyTorchSnapshotPickle(dump, {}, options);
+  };
+  EXPECT_EQ(with_device(-5), with_device(0));
+  EXPECT_EQ(with_device(1 << 30), with_device(127));
+  EXPECT_NE(with_device(126), with_device(127));
+  EXPECT_LT(with_device(1 << 30).size(), size_t{4096});
+}
+
 }  // namespace bfc

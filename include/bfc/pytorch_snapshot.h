@@ -72,7 +72,9 @@ struct PyTorchFrame {
 };
 
 struct PyTorchSnapshotOptions {
-  int device = 0;       // device_traces gets device+1 lists; ours is last
+  // device_traces gets device+1 lists; ours is last. Clamped to [0, 127],
+  // PyTorch's device index range (c10::DeviceIndex is an int8_t).
+  int device = 0;
   uint64_t stream = 0;  // the stream written on segments and entries
   // Frames for events[i] (for example the trace row a replayed event came
   // from); none when unset.

@@ -4,6 +4,7 @@
 // PyTorch mapping of bfc/pytorch_snapshot.h.
 #include "bfc/pytorch_snapshot.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -210,13 +211,23 @@ void WriteBlock(PickleWriter& w, uint64_t address, uint64_t size,
   w.End();
 }
 
+// a + b, or 2^64 - 1 where that wraps: a hand-built dump may hold a region
+// or chunk that ends past the address space.
+uint64_t SaturatingEnd(uint64_t a, uint64_t b) {
+  uint64_t end;
+  return __builtin_add_overflow(a, b, &end) ? ~uint64_t{0} : end;
+}
+
+// PyTorch's device index is an int8_t (c10::DeviceIndex): one in [0, 127].
+int ClampedDevice(int device) { return std::clamp(device, 0, 127); }
+
 void WriteSegments(PickleWriter& w, const MemoryDump& state,
                    const PyTorchSnapshotOptions& options, bool expandable) {
   w.BeginList();
   size_t next_chunk = 0;
   for (size_t r = 0; r < state.regions.size(); ++r) {
     const RegionDump& region = state.regions[r];
-    const uint64_t end = region.base + region.size;
+    const uint64_t end = SaturatingEnd(region.base, region.size);
     uint64_t allocated = 0, requested = 0;
     // The chunks of this region: dumps list them region by region.
     size_t first = next_chunk;
@@ -233,7 +244,7 @@ void WriteSegments(PickleWriter& w, const MemoryDump& state,
     }
     next_chunk = last;
     w.BeginDict();
-    Field(w, "device", options.device);
+    Field(w, "device", ClampedDevice(options.device));
     Field(w, "address", region.base);
     Field(w, "total_size", region.size);
     Field(w, "stream", options.stream);
@@ -250,7 +261,8 @@ void WriteSegments(PickleWriter& w, const MemoryDump& state,
     for (size_t i = first; i < last; ++i) {
       const ChunkDump& c = state.chunks[i];
       if (c.address > at) WriteBlock(w, at, c.address - at, 0, false, nullptr);
-      const uint64_t size = c.address + c.size > end ? end - c.address : c.size;
+      const uint64_t size =
+          SaturatingEnd(c.address, c.size) > end ? end - c.address : c.size;
       WriteBlock(w, c.address, size, c.in_use ? c.requested_size : 0, c.in_use,
                  c.in_use ? &c.site : nullptr);
       at = c.address + size;
@@ -359,7 +371,7 @@ void WriteTrace(PickleWriter& w, const std::vector<MemoryEvent>& events,
 std::string PyTorchSnapshotPickle(const MemoryDump& state,
                                   const std::vector<MemoryEvent>& events,
                                   const PyTorchSnapshotOptions& options) {
-  const int device = options.device < 0 ? 0 : options.device;
+  const int device = ClampedDevice(options.device);
   PickleWriter w;
   w.BeginDict();
   w.Key("segments");
