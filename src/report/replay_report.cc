@@ -1,5 +1,6 @@
 // File: src/replay_report.cc
-// BuildReplayReport, its JSON (nlohmann-json, private) and the HTML viewer
+// BuildReplayReport, its JSON (written directly, nlohmann-json for the small
+// parts and for reading; private) and the HTML viewer
 // page, whose template (tools/viewer/viewer.html) is compiled in as
 // internal::kViewerHtml by cmake/BfcEmbedText.cmake.
 #include "bfc/report/replay_report.h"
@@ -9,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -144,8 +146,131 @@ void CheckEach(const std::vector<T>& values, const char* what, T lo, T hi) {
   }
 }
 
-json ReportToJsonValue(const ReplayReport& r) {
+// The report's JSON text, written directly: a tree of nlohmann values costs
+// ~0.7 KB per trace operation (every number of the timeline and history
+// columns a node), 780 MB for a trace of a million events. Only the small
+// parts (summary, snapshots, accounts, scalars) go through nlohmann. The text
+// is what nlohmann's dump of the same value writes: keys in its (sorted)
+// order, its separators and, for indent >= 0, its line breaks and
+// indentation, so a parsed and re-dumped report reads the same.
+class ReportWriter {
+ public:
+  ReportWriter(std::string* out, int indent) : out_(*out), indent_(indent) {}
+
+  // Objects: Begin, then Key and a value per member, then End.
+  void BeginObject() {
+    out_ += '{';
+    first_.push_back(true);
+  }
+  void Key(std::string_view name) {
+    if (!first_.back()) out_ += ',';
+    first_.back() = false;
+    Newline(first_.size());
+    out_ += '"';
+    out_ += name;  // the writer's own keys: plain ASCII
+    out_ += indent_ >= 0 ? "\": " : "\":";
+  }
+  void EndObject() {
+    const bool empty = first_.back();
+    first_.pop_back();
+    if (!empty) Newline(first_.size());
+    out_ += '}';
+  }
+  // A value through nlohmann, indented to the current depth.
+  void Value(const json& j) {
+    const std::string text = j.dump(indent_, ' ', /*ensure_ascii=*/false,
+                                    json::error_handler_t::replace);
+    if (indent_ < 0) {
+      out_ += text;
+      return;
+    }
+    // Raw newlines occur in a dump only between tokens (never in a string).
+    const std::string pad(first_.size() * static_cast<size_t>(indent_), ' ');
+    for (char c : text) {
+      out_ += c;
+      if (c == '\n') out_ += pad;
+    }
+  }
+  // An array of numbers (or of plain ASCII strings), one element at a time.
+  template <typename T, typename Format>
+  void Array(const std::vector<T>& values, Format format) {
+    if (values.empty()) {
+      out_ += "[]";
+      return;
+    }
+    out_ += '[';
+    const size_t depth = first_.size() + 1;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (i != 0) out_ += ',';
+      Newline(depth);
+      format(values[i]);
+    }
+    Newline(depth - 1);
+    out_ += ']';
+  }
+  template <typename T>
+  void IntArray(const std::vector<T>& values) {
+    Array(values, [this](T v) { absl::StrAppend(&out_, v); });
+  }
+
+ private:
+  void Newline(size_t depth) {
+    if (indent_ < 0) return;
+    out_ += '\n';
+    out_.append(depth * static_cast<size_t>(indent_), ' ');
+  }
+
+  std::string& out_;
+  int indent_;
+  std::vector<bool> first_;  // per open object: no member written yet
+};
+
+void WriteReport(const ReplayReport& r, int indent, std::string* out) {
   const ReplayTimeline& t = r.timeline;
+  ReportWriter w(out, indent);
+  w.BeginObject();
+  w.Key("format");
+  w.Value(kFormat);
+  if (r.has_history) {
+    const std::vector<ReplayHistoryEvent>& h = r.history;
+    // Each column straight from the events.
+    auto column = [&](auto field) {
+      w.Array(h, [&](const ReplayHistoryEvent& e) {
+        absl::StrAppend(out, field(e));
+      });
+    };
+    w.Key("history");
+    w.BeginObject();
+    // nlohmann's order: sorted by key.
+    w.Key("action");
+    column([](const ReplayHistoryEvent& e) {
+      return static_cast<int>(e.event.action);
+    });
+    w.Key("address");
+    column([](const ReplayHistoryEvent& e) { return e.event.address; });
+    w.Key("allocation_id");
+    column([](const ReplayHistoryEvent& e) { return e.event.allocation_id; });
+    w.Key("line");
+    column([](const ReplayHistoryEvent& e) { return uint64_t{e.line}; });
+    w.Key("op_index");
+    column([](const ReplayHistoryEvent& e) { return uint64_t{e.op_index}; });
+    w.Key("pointer");
+    w.Array(h, [&](const ReplayHistoryEvent& e) {
+      if (e.pointer != 0) {
+        absl::StrAppend(out, "\"0x", absl::Hex(e.pointer), "\"");
+      } else {
+        *out += "\"\"";
+      }
+    });
+    w.Key("requested_size");
+    column([](const ReplayHistoryEvent& e) { return e.event.requested_size; });
+    w.Key("size");
+    column([](const ReplayHistoryEvent& e) { return e.event.size; });
+    w.Key("time_us");
+    column([](const ReplayHistoryEvent& e) { return e.event.time_us; });
+    w.EndObject();
+  }
+  w.Key("snapshots");
   json snapshots = json::array();
   for (const ReplaySnapshot& s : r.snapshots) {
     snapshots.push_back({{"label", s.label},
@@ -153,53 +278,38 @@ json ReportToJsonValue(const ReplayReport& r) {
                          {"event_index", s.event_index},
                          {"dump", internal::MemoryDumpToJsonValue(s.dump)}});
   }
-  json accounts = json::array();
-  for (const ReplayAccountSeries& a : t.accounts) {
-    accounts.push_back({{"path", a.path}, {"bytes_in_use", a.bytes_in_use}});
-  }
-  const std::vector<ReplayHistoryEvent>& h = r.history;
-  std::vector<int> action;
-  std::vector<uint64_t> op_index, address, size, requested, line;
-  std::vector<int64_t> allocation_id, time_us;
-  std::vector<std::string> pointer;
-  for (const ReplayHistoryEvent& e : h) {
-    action.push_back(static_cast<int>(e.event.action));
-    op_index.push_back(e.op_index);
-    address.push_back(e.event.address);
-    size.push_back(e.event.size);
-    requested.push_back(e.event.requested_size);
-    allocation_id.push_back(e.event.allocation_id);
-    time_us.push_back(e.event.time_us);
-    line.push_back(e.line);
-    pointer.push_back(e.pointer != 0 ? absl::StrCat("0x", absl::Hex(e.pointer))
-                                     : std::string());
-  }
-  json out = json{{"format", kFormat},
-                  {"version", kVersion},
-                  {"trace", r.trace_name},
-                  {"summary", SummaryToJson(r.summary)},
-                  {"timeline",
-                   {{"event_index", t.event_index},
-                    {"live_bytes", t.live_bytes},
-                    {"in_use_bytes", t.in_use_bytes},
-                    {"pool_bytes", t.pool_bytes},
-                    {"fragmentation", t.fragmentation}}},
-                  {"snapshots", std::move(snapshots)}};
-  if (r.has_history) {
-    out["history"] = {{"action", std::move(action)},
-                      {"op_index", std::move(op_index)},
-                      {"address", std::move(address)},
-                      {"size", std::move(size)},
-                      {"requested_size", std::move(requested)},
-                      {"allocation_id", std::move(allocation_id)},
-                      {"time_us", std::move(time_us)},
-                      {"line", std::move(line)},
-                      {"pointer", std::move(pointer)}};
-  }
+  w.Value(snapshots);
+  snapshots = json();
+  w.Key("summary");
+  w.Value(SummaryToJson(r.summary));
+  w.Key("timeline");
+  w.BeginObject();
   // Only a replay with accounts has them (the series are parallel to the
   // others: tools that check every timeline key see none that is empty).
-  if (!accounts.empty()) out["timeline"]["accounts"] = std::move(accounts);
-  return out;
+  if (!t.accounts.empty()) {
+    json accounts = json::array();
+    for (const ReplayAccountSeries& a : t.accounts) {
+      accounts.push_back({{"path", a.path}, {"bytes_in_use", a.bytes_in_use}});
+    }
+    w.Key("accounts");
+    w.Value(accounts);
+  }
+  w.Key("event_index");
+  w.IntArray(t.event_index);
+  w.Key("fragmentation");
+  w.Array(t.fragmentation, [&](double v) { *out += json(v).dump(); });
+  w.Key("in_use_bytes");
+  w.IntArray(t.in_use_bytes);
+  w.Key("live_bytes");
+  w.IntArray(t.live_bytes);
+  w.Key("pool_bytes");
+  w.IntArray(t.pool_bytes);
+  w.EndObject();
+  w.Key("trace");
+  w.Value(r.trace_name);
+  w.Key("version");
+  w.Value(kVersion);
+  w.EndObject();
 }
 
 }  // namespace
@@ -338,8 +448,9 @@ absl::StatusOr<ReplayReport> BuildReplayReport(
 }
 
 std::string ReplayReportToJson(const ReplayReport& report, int indent) {
-  return ReportToJsonValue(report).dump(indent, ' ', /*ensure_ascii=*/false,
-                                        json::error_handler_t::replace);
+  std::string out;
+  WriteReport(report, indent, &out);
+  return out;
 }
 
 absl::StatusOr<ReplayReport> ReplayReportFromJson(std::string_view text) {
