@@ -56,17 +56,28 @@ typedef int (*destroy_stream_fn)(bfc_stream_t);
 typedef void (*fail_call_fn)(const char*, int, int);
 typedef void (*void_fn)(void);
 
-/* Releases the fake's held default stream after 100 ms, saying so first. */
+/* Releases the fake's held default stream after 100 ms, saying so first:
+ * device 0's, or with `push` set, that of the context it pushes. */
+typedef int (*ctx_fn)(void*);
+typedef int (*ctx_out_fn)(void**);
 struct releaser {
   void (*release)(void*);
   int released;
+  ctx_fn push;
+  ctx_out_fn pop;
+  void* ctx;
 };
 static void* release_later(void* arg) {
   struct releaser* r = (struct releaser*)arg;
   const struct timespec wait = {0, 100 * 1000 * 1000};
   nanosleep(&wait, NULL);
   __atomic_store_n(&r->released, 1, __ATOMIC_SEQ_CST);
+  if (r->push != NULL) r->push(r->ctx);
   r->release(NULL);
+  if (r->pop != NULL) {
+    void* popped = NULL;
+    r->pop(&popped);
+  }
   return NULL;
 }
 
@@ -395,7 +406,7 @@ int main(int argc, char** argv) {
     CHECK(strstr(last_error(), "cudaStreamPerThread") != NULL, "message: %s",
           last_error());
     hold(NULL); /* this thread's kernel still uses p */
-    struct releaser r = {release, 0};
+    struct releaser r = {release, 0, NULL, NULL, NULL};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, release_later, &r) == 0, "pthread");
     torch_free(p, 1 << 20, 0, per_thread);
@@ -405,6 +416,38 @@ int main(int argc, char** argv) {
     void* q = torch_malloc(1 << 20, 0, per_thread);
     CHECK(q != NULL, "per-thread malloc: %s", last_error());
     torch_free(q, 1 << 20, 0, per_thread);
+  }
+
+  /* The same free of device 1's memory under device 0's context, as
+   * PyTorch frees under any device guard: device 1's stream is the one
+   * waited for (it synchronized the current context's). */
+  typedef int (*retain_fn)(void**, int);
+  retain_fn retain = driver != NULL
+                         ? (retain_fn)dlsym(driver, "cuDevicePrimaryCtxRetain")
+                         : NULL;
+  ctx_fn push =
+      driver != NULL ? (ctx_fn)dlsym(driver, "cuCtxPushCurrent_v2") : NULL;
+  ctx_out_fn pop =
+      driver != NULL ? (ctx_out_fn)dlsym(driver, "cuCtxPopCurrent_v2") : NULL;
+  if (hold != NULL && num_devices >= 2 && retain != NULL && push != NULL &&
+      pop != NULL) {
+    bfc_stream_t per_thread = (bfc_stream_t)(uintptr_t)0x2;
+    void *zero = NULL, *one = NULL, *popped = NULL;
+    CHECK(retain(&zero, 0) == 0 && retain(&one, 1) == 0, "contexts");
+    void* p = torch_malloc(1 << 20, 1, per_thread);
+    CHECK(p != NULL, "per-thread malloc on device 1: %s", last_error());
+    CHECK(push(one) == 0, "push");
+    hold(NULL); /* device 1's kernel still uses p */
+    CHECK(pop(&popped) == 0, "pop");
+    CHECK(push(zero) == 0, "push"); /* the free comes under device 0 */
+    struct releaser r = {release, 0, push, pop, one};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, release_later, &r) == 0, "pthread");
+    torch_free(p, 1 << 20, 1, per_thread);
+    CHECK(__atomic_load_n(&r.released, __ATOMIC_SEQ_CST) == 1,
+          "the free returned while device 1's stream still used the memory");
+    pthread_join(t, NULL);
+    CHECK(pop(&popped) == 0 && popped == zero, "the context stays device 0's");
   }
 
   /* empty_cache() gives every region back to the driver. */

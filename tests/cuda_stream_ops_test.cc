@@ -370,6 +370,26 @@ TEST(CudaStreamOpsTest, TheFakeEnforcesContextRules) {
   });
   fresh.join();
   EXPECT_EQ(d.destroy(on_peer), CUDA_SUCCESS);
+
+  // Each context has its own default stream (the fake shared one between
+  // devices, which would hide a wait on the wrong device's): work held on
+  // device 1's leaves device 0's idle.
+  std::thread per_device([&] {
+    CUcontext zero = nullptr;
+    ASSERT_EQ(retain(&zero, 0), CUDA_SUCCESS);
+    ASSERT_EQ(push(peer), CUDA_SUCCESS);
+    fake->hold_stream(nullptr);  // device 1's: its context is current
+    EXPECT_EQ(d.query(nullptr), CUDA_ERROR_NOT_READY);
+    EXPECT_EQ(d.query(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+    ASSERT_EQ(push(zero), CUDA_SUCCESS);
+    EXPECT_EQ(d.query(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(sync(CU_STREAM_LEGACY), CUDA_SUCCESS);
+    ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+    fake->release_stream(nullptr);
+    EXPECT_EQ(d.query(nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+  });
+  per_device.join();
 }
 
 TEST(CudaStreamOpsTest, TheFakeRejectsDestroyedEvents) {

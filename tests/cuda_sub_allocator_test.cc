@@ -550,6 +550,56 @@ TEST_F(CudaSubAllocatorTest, StreamSynchronizeWorksOnAThreadWithoutAContext) {
   fresh.join();
 }
 
+// The null, legacy and per-thread handles name the current context's
+// stream. A free on one of them through the C ABI comes with the memory's
+// device, and may come under another device's guard (PyTorch frees so):
+// CudaStreamSynchronize(stream, device) waits for that device's stream and
+// leaves the current context as it was.
+TEST_F(CudaSubAllocatorTest, StreamSynchronizeOnADeviceWaitsForThatDevice) {
+  BFC_REQUIRE_FAKE_CUDA();
+  GetFake()->set_device_count(2);
+  using RetainFn = CUresult (*)(CUcontext*, CUdevice);
+  auto retain = testing::DriverFunction<RetainFn>("cuDevicePrimaryCtxRetain");
+  auto push =
+      testing::DriverFunction<CUresult (*)(CUcontext)>("cuCtxPushCurrent_v2");
+  auto pop =
+      testing::DriverFunction<CUresult (*)(CUcontext*)>("cuCtxPopCurrent_v2");
+  auto current =
+      testing::DriverFunction<CUresult (*)(CUcontext*)>("cuCtxGetCurrent");
+  CUcontext zero = nullptr, one = nullptr, popped = nullptr;
+  ASSERT_EQ(retain(&zero, 0), CUDA_SUCCESS);
+  ASSERT_EQ(retain(&one, 1), CUDA_SUCCESS);
+  std::thread worker([&] {
+    ASSERT_EQ(push(one), CUDA_SUCCESS);
+    GetFake()->hold_stream(nullptr);  // device 1's kernel still runs
+    ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+    ASSERT_EQ(push(zero), CUDA_SUCCESS);  // the free comes under device 0
+    // Device 0's own stream is idle: no wait.
+    EXPECT_TRUE(CudaStreamSynchronize(CU_STREAM_PER_THREAD).ok());
+    EXPECT_TRUE(CudaStreamSynchronize(CU_STREAM_PER_THREAD, 0).ok());
+    absl::Time released_at;
+    std::thread releaser([&] {
+      absl::SleepFor(absl::Milliseconds(100));
+      released_at = absl::Now();
+      ASSERT_EQ(push(one), CUDA_SUCCESS);
+      GetFake()->release_stream(nullptr);
+      ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+    });
+    const absl::Status synced = CudaStreamSynchronize(CU_STREAM_PER_THREAD, 1);
+    const absl::Time returned_at = absl::Now();
+    releaser.join();
+    EXPECT_TRUE(synced.ok()) << synced;
+    EXPECT_GE(returned_at, released_at);
+    CUcontext now = nullptr;
+    ASSERT_EQ(current(&now), CUDA_SUCCESS);
+    EXPECT_EQ(now, zero);  // as it was
+    ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+  });
+  worker.join();
+  EXPECT_EQ(CudaStreamSynchronize(nullptr, -1).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // From a review: when a block came back misaligned and giving it back
 // before the padded retry failed, the block leaked without a word.
 TEST_F(CudaSubAllocatorTest, AFailedFreeBeforeThePaddedRetryIsLogged) {

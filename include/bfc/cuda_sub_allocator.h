@@ -47,6 +47,12 @@ int CudaDeviceCount(std::string* error = nullptr);
 // stays current), as the CUDA runtime does on a thread's first call.
 // Unavailable without a driver; the CUDA error named otherwise.
 absl::Status CudaStreamSynchronize(void* stream);
+// The same for a stream of `device`: the null, legacy and per-thread handles
+// then name that device's (primary context's) stream, whatever context is
+// current; the current context is left as it was. What a free on one of
+// those handles needs when the memory is `device`'s and the caller's current
+// device may be another (PyTorch frees under any device guard).
+absl::Status CudaStreamSynchronize(void* stream, int device);
 
 // Free and total memory of `device` (cuMemGetInfo in its primary context),
 // leaving the calling thread's current context as it was.

@@ -685,7 +685,9 @@ void Free(const char* function, void* ptr, int device, bfc_stream_t stream) {
     // The calling thread's stream is synchronized now, so the memory is
     // ready for any stream; if that fails the memory is kept out of use
     // (not returned) rather than handed to work it may overlap.
-    const absl::Status synced = CudaStreamSynchronize(stream);
+    // The device's stream, not the current context's: the free may come
+    // under another device's guard.
+    const absl::Status synced = CudaStreamSynchronize(stream, device);
     if (!synced.ok()) {
       Report(call, absl::Status(synced.code(),
                                 absl::StrCat(synced.message(),

@@ -115,7 +115,18 @@ int CudaDeviceCount(std::string* error) {
   return *count;
 }
 
-absl::Status CudaStreamSynchronize(void* stream) {
+namespace {
+
+bool IsContextStreamHandle(void* stream) {
+  const uintptr_t handle = reinterpret_cast<uintptr_t>(stream);
+  return handle == 0 ||
+         handle == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
+         handle == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD);
+}
+
+// `device` < 0: the current context's stream (device 0's primary context on
+// a thread with none).
+absl::Status StreamSynchronizeOn(void* stream, int device) {
   absl::StatusOr<const CudaDriver*> driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status();
   // The null, legacy and per-thread handles name a stream of the current
@@ -124,15 +135,15 @@ absl::Status CudaStreamSynchronize(void* stream) {
   // (a review: the driver refuses the call without a context, and the
   // resource then kept the memory for good).
   std::optional<ScopedPrimaryContext> scoped;
-  const uintptr_t handle = reinterpret_cast<uintptr_t>(stream);
-  if (handle == 0 || handle == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
-      handle == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)) {
+  if (IsContextStreamHandle(stream)) {
     CUcontext current = nullptr;
-    if ((*driver)->CtxGetCurrent(&current) == CUDA_SUCCESS &&
-        current == nullptr) {
+    if (device >= 0) {
+      scoped.emplace(**driver, device);
+    } else if ((*driver)->CtxGetCurrent(&current) == CUDA_SUCCESS &&
+               current == nullptr) {
       scoped.emplace(**driver, 0);
-      if (!scoped->status().ok()) return scoped->status();
     }
+    if (scoped.has_value() && !scoped->status().ok()) return scoped->status();
   }
   const CUresult result =
       (*driver)->StreamSynchronize(static_cast<CUstream>(stream));
@@ -140,6 +151,20 @@ absl::Status CudaStreamSynchronize(void* stream) {
     return (*driver)->CallError("cuStreamSynchronize", result);
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CudaStreamSynchronize(void* stream) {
+  return StreamSynchronizeOn(stream, -1);
+}
+
+absl::Status CudaStreamSynchronize(void* stream, int device) {
+  if (device < 0) {
+    return absl::InvalidArgumentError(internal::Format(
+        "CudaStreamSynchronize: device %d is negative", device));
+  }
+  return StreamSynchronizeOn(stream, device);
 }
 
 absl::Status CudaMemGetInfo(int device, size_t* free_bytes,

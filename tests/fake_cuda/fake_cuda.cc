@@ -141,8 +141,8 @@ struct EventState {
 };
 
 struct Stream {
-  // The device of the context that created it; -1 for the default stream,
-  // which the fake shares between contexts (each real context has its own).
+  // The device of the context that created it; for a default stream, the
+  // device whose (primary) context it belongs to.
   int device = -1;
   bool held = false;
   uint64_t releases = 0;  // times the hold was released
@@ -200,7 +200,11 @@ struct State {
   std::map<uintptr_t, Allocation> allocations;
   std::map<std::string, std::vector<Failure>> failures;
   std::map<std::string, long> calls;
-  Stream default_stream;
+  // Each device's default stream (its primary context's: the fake makes no
+  // other contexts), which the null, legacy and per-thread handles name.
+  // Made on first use and never erased, so events recorded on one keep a
+  // valid stream through fake_cuda_reset.
+  std::map<int, Stream> default_streams;
   std::vector<Stream*> streams;
   // Destroyed (or reset) streams: kept, never reused, so a stale handle stays
   // detectable and events recorded on them stay valid (and nothing leaks).
@@ -273,16 +277,36 @@ CUresult Enter(State& s, const char* name) {
   return CUDA_SUCCESS;
 }
 
+Context* Current();
+
+// The default stream of `device`.
+Stream* DefaultStream(State& s, int device) {
+  auto [it, made] = s.default_streams.try_emplace(device);
+  if (made) it->second.device = device;
+  return &it->second;
+}
+
+// By address only: `stream` may be any value a caller passed.
+bool IsDefaultStream(State& s, const Stream* stream) {
+  for (const auto& [device, st] : s.default_streams) {
+    if (&st == stream) return true;
+  }
+  return false;
+}
+
 Stream* ToStream(State& s, CUstream stream) {
-  // 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD all mean the default stream
-  // here.
+  // 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD all mean the current
+  // context's default stream here (a real per-thread stream is also one per
+  // thread). The driver entry points refuse them without a current context
+  // (NeedsCurrentContext); the fake_cuda_* controls then take device 0's.
   const uintptr_t v = reinterpret_cast<uintptr_t>(stream);
-  if (v <= 2) return &s.default_stream;
+  if (v <= 2)
+    return DefaultStream(s, Current() != nullptr ? Current()->device : 0);
   return reinterpret_cast<Stream*>(stream);
 }
 
 bool KnownStream(State& s, Stream* stream) {
-  if (stream == &s.default_stream) return true;
+  if (IsDefaultStream(s, stream)) return true;
   for (Stream* x : s.streams) {
     if (x == stream) return true;
   }
@@ -459,15 +483,15 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
   return CUDA_SUCCESS;
 }
 
-// Waits for all work queued so far on the current context's streams, as
-// the driver does (another device's kernels are not waited for), and on the
-// default stream, which the fake shares.
+// Waits for all work queued so far on the current context's streams, its
+// default stream included, as the driver does (another device's kernels are
+// not waited for).
 FAKE_EXPORT CUresult cuCtxSynchronize(void) {
   FAKE_ENTER("cuCtxSynchronize", true);
   if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   const int device = Current()->device;
   s.released.wait(lock, [&] {
-    if (!StreamIdle(&s.default_stream)) return false;
+    if (!StreamIdle(DefaultStream(s, device))) return false;
     for (Stream* st : s.streams) {
       if (st->device == device && !StreamIdle(st)) return false;
     }
@@ -901,7 +925,7 @@ FAKE_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
 FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
   FAKE_ENTER("cuStreamDestroy", true);
   Stream* st = ToStream(s, stream);
-  if (st == &s.default_stream || !KnownStream(s, st)) {
+  if (IsDefaultStream(s, st) || !KnownStream(s, st)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   // Kept allocated (never reused), so a stale handle stays detectable.
@@ -961,9 +985,7 @@ FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
   // "hEvent and hStream must be from the same context otherwise
   // CUDA_ERROR_INVALID_HANDLE is returned" (cuda.h); the default stream is
   // the current context's.
-  const int stream_device =
-      st == &s.default_stream ? Current()->device : st->device;
-  if (stream_device != e->device) return CUDA_ERROR_INVALID_HANDLE;
+  if (st->device != e->device) return CUDA_ERROR_INVALID_HANDLE;
   PruneWaits(st);
   auto state = std::make_shared<EventState>();
   state->stream = st;
@@ -1222,7 +1244,10 @@ FAKE_EXPORT void fake_cuda_reset(void) {
   s.calls.clear();
   s.retired.insert(s.retired.end(), s.streams.begin(), s.streams.end());
   s.streams.clear();
-  s.default_stream = Stream();
+  for (auto& [device, st] : s.default_streams) {
+    st = Stream();
+    st.device = device;
+  }
   s.init_error = CUDA_SUCCESS;
   s.no_peer_access.clear();
   // VMM state is forgotten, not unmapped (as allocations are); a backed

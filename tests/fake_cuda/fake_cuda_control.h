@@ -37,7 +37,9 @@ void fake_cuda_set_driver_version(int version);
 // The `nth` next call (1: the very next) of the driver function `name` (its
 // base name, e.g. "cuMemAlloc") returns `error` without doing anything.
 void fake_cuda_fail_call(const char* name, int nth, int error);
-// Work queued on `stream` (0: the default stream) stays pending until
+// Work queued on `stream` (0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD:
+// the default stream of the calling thread's current context, or device 0's
+// on a thread with none; each device has its own) stays pending until
 // released: cuStreamQuery says CUDA_ERROR_NOT_READY, cuStreamSynchronize and
 // cuEventSynchronize block, events recorded on it are not complete.
 // Events recorded before the hold stay complete; holding a held stream again
