@@ -190,6 +190,9 @@ absl::Status GreedyBySizeDistPriorityAssignment(
   }
 
   for (size_t round = 0; round < n; ++round) {
+    // Quadratic: each round scans every tensor (twice, but charged once, so
+    // that n <= max_quadratic_tensors stays within its budget).
+    if (!internal::ChargeWork(n)) return internal::WorkBudgetSpent();
     size_t best = kNotAssigned;
     for (size_t k = 0; k < n; ++k) {
       if (assignment->object_ids[info[k].index] != kNotAssigned) continue;

@@ -317,6 +317,19 @@ TEST(PlannerGuardTest, ALongStrategyReportsItsRowAgainWhileItRuns) {
       1);
   EXPECT_EQ(progress.back(), "2/2 ");
   EXPECT_EQ(progress.size(), static_cast<size_t>(breadth) + 2);
+
+  // The quadratic objects form of GREEDY_BY_SIZE (TFLite's distance
+  // priority) charged nothing: no progress, and no budget stopped it.
+  options.strategies = {MemoryStrategy::GREEDY_BY_SIZE};
+  options.objects = true;
+  options.offsets = false;
+  progress.clear();
+  report = PlanRecords(records, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->results[0].status.ok()) << report->results[0].status;
+  EXPECT_GE(std::count(progress.begin(), progress.end(),
+                       std::string("0/1 GREEDY_BY_SIZE")),
+            4);
 }
 
 // From a review: the strategies called linear (GREEDY_BY_BREADTH, the

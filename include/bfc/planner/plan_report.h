@@ -72,8 +72,9 @@ struct PlanOptions {
   size_t max_quadratic_tensors = size_t{1} << 14;
   // Called before each strategy runs (row index, rows in all, its name), again
   // with the same arguments every few tens of milliseconds of a long
-  // strategy's work (GREEDY_BY_BREADTH, GREEDY_BY_SIZE's offsets form,
-  // MINCOSTFLOW), and once with (rows, rows, "") at the end, so a tool can
+  // strategy's work (GREEDY_BY_BREADTH, GREEDY_BY_SIZE in both forms,
+  // GREEDY_BEST, MINCOSTFLOW), and once with (rows, rows, "") at the end, so
+  // a tool can
   // show progress and elapsed time; may be empty. Must not throw.
   std::function<void(size_t, size_t, const char*)> on_progress;
   // Run ValidateAssignment on every plan (not timed). A failure is an internal
