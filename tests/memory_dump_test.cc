@@ -778,10 +778,30 @@ TEST(MemoryDumpTest, ASnapshotOfAHandBuiltDumpKeepsItsBlocksAndDevice) {
   chunk.allocation_id = 1;
   dump.chunks.push_back(chunk);
   const std::string pickle = PyTorchSnapshotPickle(dump, {});
-  // The chunk is a block (cut at the end of the address space): its
-  // requested size is written as LONG1, 8 bytes little-endian.
+  // The chunk is a block: its requested size is written as LONG1, 8 bytes
+  // little-endian.
   const std::string requested("\x8a\x08\xab\x89\x67\x45\x23\x01\x00\x00", 10);
   EXPECT_NE(pickle.find(requested), std::string::npos);
+  // The segment is the 4 KiB inside the address space, and the chunk's
+  // block is cut to it: "size" 4096 (BININT2), never 8192, and no inactive
+  // block (a wrapped end once made one of ~2^64 bytes at address 4096).
+  const std::string size_key("\x8c\x04size", 6);
+  EXPECT_NE(pickle.find(size_key + std::string("M\x00\x10", 3)),
+            std::string::npos);
+  EXPECT_EQ(pickle.find(size_key + std::string("M\x00\x20", 3)),
+            std::string::npos);
+  EXPECT_NE(pickle.find(std::string("\x8c\x0atotal_sizeM\x00\x10", 14)),
+            std::string::npos);
+  EXPECT_EQ(pickle.find("inactive"), std::string::npos);
+  // A region that ends exactly at 2^64 is whole: one block of 4 KiB.
+  dump.regions[0].size = 4096;
+  dump.chunks[0].size = 4096;
+  const std::string at_top = PyTorchSnapshotPickle(dump, {});
+  EXPECT_NE(at_top.find(size_key + std::string("M\x00\x10", 3)),
+            std::string::npos);
+  EXPECT_EQ(at_top.find("inactive"), std::string::npos);
+  dump.regions[0].size = 8192;
+  dump.chunks[0].size = 8192;
 
   // Devices: clamped to [0, 127] (c10::DeviceIndex), the same everywhere.
   auto with_device = [&](int device) {

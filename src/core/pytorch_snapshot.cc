@@ -211,11 +211,13 @@ void WriteBlock(PickleWriter& w, uint64_t address, uint64_t size,
   w.End();
 }
 
-// a + b, or 2^64 - 1 where that wraps: a hand-built dump may hold a region
-// or chunk that ends past the address space.
-uint64_t SaturatingEnd(uint64_t a, uint64_t b) {
-  uint64_t end;
-  return __builtin_add_overflow(a, b, &end) ? ~uint64_t{0} : end;
+// The bytes of a region that lie in the address space: a hand-built dump
+// may hold one that runs past 2^64. Every block is placed by its offset in
+// these, so no address or end computed below can wrap.
+uint64_t SizeInAddressSpace(const RegionDump& region) {
+  if (region.base == 0) return region.size;
+  const uint64_t room = ~uint64_t{0} - region.base + 1;  // up to 2^64
+  return std::min(region.size, room);
 }
 
 // PyTorch's device index is an int8_t (c10::DeviceIndex): one in [0, 127].
@@ -227,7 +229,7 @@ void WriteSegments(PickleWriter& w, const MemoryDump& state,
   size_t next_chunk = 0;
   for (size_t r = 0; r < state.regions.size(); ++r) {
     const RegionDump& region = state.regions[r];
-    const uint64_t end = SaturatingEnd(region.base, region.size);
+    const uint64_t size = SizeInAddressSpace(region);
     uint64_t allocated = 0, requested = 0;
     // The chunks of this region: dumps list them region by region.
     size_t first = next_chunk;
@@ -235,7 +237,8 @@ void WriteSegments(PickleWriter& w, const MemoryDump& state,
            state.chunks[first].address < region.base)
       ++first;
     size_t last = first;
-    while (last < state.chunks.size() && state.chunks[last].address < end) {
+    while (last < state.chunks.size() &&
+           state.chunks[last].address - region.base < size) {
       if (state.chunks[last].in_use) {
         allocated += state.chunks[last].size;
         requested += state.chunks[last].requested_size;
@@ -246,7 +249,7 @@ void WriteSegments(PickleWriter& w, const MemoryDump& state,
     w.BeginDict();
     Field(w, "device", ClampedDevice(options.device));
     Field(w, "address", region.base);
-    Field(w, "total_size", region.size);
+    Field(w, "total_size", size);
     Field(w, "stream", options.stream);
     Field(w, "segment_type", "large");
     Field(w, "allocated_size", allocated);
@@ -257,17 +260,25 @@ void WriteSegments(PickleWriter& w, const MemoryDump& state,
     WriteFrames(w, {});
     w.Key("blocks");
     w.BeginList();
-    uint64_t at = region.base;
+    // `used`: the offset up to which blocks tile the segment. Chunks of a
+    // valid dump tile it exactly; gaps are written as inactive blocks, and a
+    // chunk that runs past the segment's end (a hand-built dump) is cut to
+    // it (one that overlaps the chunk before it is written as it is).
+    uint64_t used = 0;
     for (size_t i = first; i < last; ++i) {
       const ChunkDump& c = state.chunks[i];
-      if (c.address > at) WriteBlock(w, at, c.address - at, 0, false, nullptr);
-      const uint64_t size =
-          SaturatingEnd(c.address, c.size) > end ? end - c.address : c.size;
-      WriteBlock(w, c.address, size, c.in_use ? c.requested_size : 0, c.in_use,
+      const uint64_t offset = c.address - region.base;  // < size
+      if (offset > used) {
+        WriteBlock(w, region.base + used, offset - used, 0, false, nullptr);
+      }
+      const uint64_t block = std::min(c.size, size - offset);
+      WriteBlock(w, c.address, block, c.in_use ? c.requested_size : 0, c.in_use,
                  c.in_use ? &c.site : nullptr);
-      at = c.address + size;
+      used = std::max(used, offset + block);  // <= size: cannot wrap
     }
-    if (at < end) WriteBlock(w, at, end - at, 0, false, nullptr);
+    if (used < size) {
+      WriteBlock(w, region.base + used, size - used, 0, false, nullptr);
+    }
     w.End();
     w.End();
   }
