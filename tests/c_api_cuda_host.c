@@ -49,6 +49,7 @@ typedef int (*count_fn)(int);
 typedef int (*create_stream_fn)(bfc_stream_t*, unsigned);
 typedef int (*query_stream_fn)(bfc_stream_t);
 typedef void (*hold_fn)(void*);
+typedef void* (*stream_of_fn)(void*);
 typedef long (*call_count_fn)(const char*);
 typedef int (*record_stream_fn)(void*, int, bfc_stream_t);
 typedef int (*forget_stream_fn)(int, bfc_stream_t);
@@ -56,28 +57,20 @@ typedef int (*destroy_stream_fn)(bfc_stream_t);
 typedef void (*fail_call_fn)(const char*, int, int);
 typedef void (*void_fn)(void);
 
-/* Releases the fake's held default stream after 100 ms, saying so first:
- * device 0's, or with `push` set, that of the context it pushes. */
+/* Releases a stream the fake holds after 100 ms, saying so first. */
 typedef int (*ctx_fn)(void*);
 typedef int (*ctx_out_fn)(void**);
 struct releaser {
   void (*release)(void*);
   int released;
-  ctx_fn push;
-  ctx_out_fn pop;
-  void* ctx;
+  void* stream; /* as fake_cuda_stream_of names it */
 };
 static void* release_later(void* arg) {
   struct releaser* r = (struct releaser*)arg;
   const struct timespec wait = {0, 100 * 1000 * 1000};
   nanosleep(&wait, NULL);
   __atomic_store_n(&r->released, 1, __ATOMIC_SEQ_CST);
-  if (r->push != NULL) r->push(r->ctx);
-  r->release(NULL);
-  if (r->pop != NULL) {
-    void* popped = NULL;
-    r->pop(&popped);
-  }
+  r->release(r->stream);
   return NULL;
 }
 
@@ -203,7 +196,9 @@ int main(int argc, char** argv) {
   hold_fn hold = NULL, release = NULL;
   call_count_fn call_count = NULL;
   query_stream_fn query = NULL;
+  stream_of_fn stream_of = NULL;
   if (driver != NULL && dlsym(driver, "fake_cuda_is_fake") != NULL) {
+    stream_of = (stream_of_fn)dlsym(driver, "fake_cuda_stream_of");
     hold = (hold_fn)dlsym(driver, "fake_cuda_hold_stream");
     release = (hold_fn)dlsym(driver, "fake_cuda_release_stream");
     call_count = (call_count_fn)dlsym(driver, "fake_cuda_call_count");
@@ -397,7 +392,7 @@ int main(int argc, char** argv) {
    * another's (a review: memory one thread freed on it went to another
    * thread's at once). A free on it synchronizes the calling thread's
    * stream first; its memory then serves any stream, and record_stream
-   * refuses the handle. The fake's default stream stands for it here. */
+   * refuses the handle. */
   if (hold != NULL) {
     bfc_stream_t per_thread = (bfc_stream_t)(uintptr_t)0x2;
     void* p = torch_malloc(1 << 20, 0, per_thread);
@@ -405,8 +400,9 @@ int main(int argc, char** argv) {
     CHECK(record_stream(p, 0, per_thread) == -1, "record_stream took 0x2");
     CHECK(strstr(last_error(), "cudaStreamPerThread") != NULL, "message: %s",
           last_error());
-    hold(NULL); /* this thread's kernel still uses p */
-    struct releaser r = {release, 0, NULL, NULL, NULL};
+    void* mine = stream_of(per_thread); /* this thread's own stream */
+    hold(mine);                         /* this thread's kernel still uses p */
+    struct releaser r = {release, 0, mine};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, release_later, &r) == 0, "pthread");
     torch_free(p, 1 << 20, 0, per_thread);
@@ -437,10 +433,11 @@ int main(int argc, char** argv) {
     void* p = torch_malloc(1 << 20, 1, per_thread);
     CHECK(p != NULL, "per-thread malloc on device 1: %s", last_error());
     CHECK(push(one) == 0, "push");
-    hold(NULL); /* device 1's kernel still uses p */
+    void* mine = stream_of(per_thread); /* this thread's, on device 1 */
+    hold(mine);                         /* device 1's kernel still uses p */
     CHECK(pop(&popped) == 0, "pop");
     CHECK(push(zero) == 0, "push"); /* the free comes under device 0 */
-    struct releaser r = {release, 0, push, pop, one};
+    struct releaser r = {release, 0, mine};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, release_later, &r) == 0, "pthread");
     torch_free(p, 1 << 20, 1, per_thread);

@@ -380,7 +380,20 @@ TEST(CudaStreamOpsTest, TheFakeEnforcesContextRules) {
     ASSERT_EQ(push(peer), CUDA_SUCCESS);
     fake->hold_stream(nullptr);  // device 1's: its context is current
     EXPECT_EQ(d.query(nullptr), CUDA_ERROR_NOT_READY);
+    EXPECT_EQ(d.query(CU_STREAM_LEGACY), CUDA_ERROR_NOT_READY);
+    // The per-thread stream is another stream, and each thread has its own.
+    EXPECT_EQ(d.query(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    fake->hold_stream(CU_STREAM_PER_THREAD);
     EXPECT_EQ(d.query(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+    void* mine = fake->stream_of(CU_STREAM_PER_THREAD);
+    std::thread other([&] {
+      ASSERT_EQ(push(peer), CUDA_SUCCESS);
+      EXPECT_EQ(d.query(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+      fake->release_stream(mine);  // another thread's, by its name
+      ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+    });
+    other.join();
+    EXPECT_EQ(d.query(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
     ASSERT_EQ(push(zero), CUDA_SUCCESS);
     EXPECT_EQ(d.query(nullptr), CUDA_SUCCESS);
     EXPECT_EQ(sync(CU_STREAM_LEGACY), CUDA_SUCCESS);

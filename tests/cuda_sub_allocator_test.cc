@@ -571,7 +571,9 @@ TEST_F(CudaSubAllocatorTest, StreamSynchronizeOnADeviceWaitsForThatDevice) {
   ASSERT_EQ(retain(&one, 1), CUDA_SUCCESS);
   std::thread worker([&] {
     ASSERT_EQ(push(one), CUDA_SUCCESS);
-    GetFake()->hold_stream(nullptr);  // device 1's kernel still runs
+    // This thread's kernel on device 1 still runs.
+    void* mine = GetFake()->stream_of(CU_STREAM_PER_THREAD);
+    GetFake()->hold_stream(mine);
     ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
     ASSERT_EQ(push(zero), CUDA_SUCCESS);  // the free comes under device 0
     // Device 0's own stream is idle: no wait.
@@ -581,9 +583,7 @@ TEST_F(CudaSubAllocatorTest, StreamSynchronizeOnADeviceWaitsForThatDevice) {
     std::thread releaser([&] {
       absl::SleepFor(absl::Milliseconds(100));
       released_at = absl::Now();
-      ASSERT_EQ(push(one), CUDA_SUCCESS);
-      GetFake()->release_stream(nullptr);
-      ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
+      GetFake()->release_stream(mine);
     });
     const absl::Status synced = CudaStreamSynchronize(CU_STREAM_PER_THREAD, 1);
     const absl::Time returned_at = absl::Now();
@@ -596,6 +596,17 @@ TEST_F(CudaSubAllocatorTest, StreamSynchronizeOnADeviceWaitsForThatDevice) {
     ASSERT_EQ(pop(&popped), CUDA_SUCCESS);
   });
   worker.join();
+  // On a thread with no current context (a collector's thread freeing):
+  // none is current afterwards either (a review: device 1's was left
+  // current, which moves the runtime's current device on that thread).
+  std::thread fresh([&] {
+    const absl::Status synced = CudaStreamSynchronize(CU_STREAM_PER_THREAD, 1);
+    EXPECT_TRUE(synced.ok()) << synced;
+    CUcontext now = nullptr;
+    ASSERT_EQ(current(&now), CUDA_SUCCESS);
+    EXPECT_EQ(now, nullptr);
+  });
+  fresh.join();
   EXPECT_EQ(CudaStreamSynchronize(nullptr, -1).code(),
             absl::StatusCode::kInvalidArgument);
 }

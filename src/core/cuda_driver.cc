@@ -244,7 +244,8 @@ absl::Status CudaDriver::CallError(const std::string& what,
   }
 }
 
-ScopedPrimaryContext::ScopedPrimaryContext(const CudaDriver& driver, int device)
+ScopedPrimaryContext::ScopedPrimaryContext(const CudaDriver& driver, int device,
+                                           bool leave_none_current)
     : driver_(driver) {
   absl::StatusOr<CUcontext> ctx = PrimaryContext(driver, device);
   if (!ctx.ok()) {
@@ -258,7 +259,7 @@ ScopedPrimaryContext::ScopedPrimaryContext(const CudaDriver& driver, int device)
     return;
   }
   if (current == *ctx) return;
-  if (current == nullptr) {
+  if (current == nullptr && !leave_none_current) {
     // What the runtime does on a thread's first CUDA call: the primary
     // context becomes, and stays, current.
     result = driver.CtxSetCurrent(*ctx);

@@ -138,7 +138,7 @@ absl::Status StreamSynchronizeOn(void* stream, int device) {
   if (IsContextStreamHandle(stream)) {
     CUcontext current = nullptr;
     if (device >= 0) {
-      scoped.emplace(**driver, device);
+      scoped.emplace(**driver, device, /*leave_none_current=*/true);
     } else if ((*driver)->CtxGetCurrent(&current) == CUDA_SUCCESS &&
                current == nullptr) {
       scoped.emplace(**driver, 0);

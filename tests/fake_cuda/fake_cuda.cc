@@ -71,6 +71,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -200,11 +201,14 @@ struct State {
   std::map<uintptr_t, Allocation> allocations;
   std::map<std::string, std::vector<Failure>> failures;
   std::map<std::string, long> calls;
-  // Each device's default stream (its primary context's: the fake makes no
-  // other contexts), which the null, legacy and per-thread handles name.
-  // Made on first use and never erased, so events recorded on one keep a
-  // valid stream through fake_cuda_reset.
+  // Each device's legacy default stream (its primary context's: the fake
+  // makes no other contexts), which the null and legacy handles name, and
+  // each thread's per-thread default stream on each device. Made on first
+  // use and never erased, so events recorded on one keep a valid stream
+  // through fake_cuda_reset (a thread id the system reuses names the old
+  // thread's stream).
   std::map<int, Stream> default_streams;
+  std::map<std::pair<int, std::thread::id>, Stream> per_thread_streams;
   std::vector<Stream*> streams;
   // Destroyed (or reset) streams: kept, never reused, so a stale handle stays
   // detectable and events recorded on them stay valid (and nothing leaks).
@@ -279,9 +283,17 @@ CUresult Enter(State& s, const char* name) {
 
 Context* Current();
 
-// The default stream of `device`.
+// The legacy default stream of `device`.
 Stream* DefaultStream(State& s, int device) {
   auto [it, made] = s.default_streams.try_emplace(device);
+  if (made) it->second.device = device;
+  return &it->second;
+}
+
+// The calling thread's per-thread default stream on `device`.
+Stream* PerThreadStream(State& s, int device) {
+  auto [it, made] = s.per_thread_streams.try_emplace(
+      std::make_pair(device, std::this_thread::get_id()));
   if (made) it->second.device = device;
   return &it->second;
 }
@@ -291,17 +303,25 @@ bool IsDefaultStream(State& s, const Stream* stream) {
   for (const auto& [device, st] : s.default_streams) {
     if (&st == stream) return true;
   }
+  for (const auto& [key, st] : s.per_thread_streams) {
+    if (&st == stream) return true;
+  }
   return false;
 }
 
 Stream* ToStream(State& s, CUstream stream) {
-  // 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD all mean the current
-  // context's default stream here (a real per-thread stream is also one per
-  // thread). The driver entry points refuse them without a current context
+  // 0 and CU_STREAM_LEGACY name the current context's legacy default
+  // stream, CU_STREAM_PER_THREAD the calling thread's own default stream in
+  // it. The driver entry points refuse them without a current context
   // (NeedsCurrentContext); the fake_cuda_* controls then take device 0's.
+  // Not modelled: the legacy stream's implicit ordering with the other
+  // blocking streams.
   const uintptr_t v = reinterpret_cast<uintptr_t>(stream);
-  if (v <= 2)
-    return DefaultStream(s, Current() != nullptr ? Current()->device : 0);
+  const int device = Current() != nullptr ? Current()->device : 0;
+  if (v == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)) {
+    return PerThreadStream(s, device);
+  }
+  if (v <= 2) return DefaultStream(s, device);
   return reinterpret_cast<Stream*>(stream);
 }
 
@@ -492,6 +512,9 @@ FAKE_EXPORT CUresult cuCtxSynchronize(void) {
   const int device = Current()->device;
   s.released.wait(lock, [&] {
     if (!StreamIdle(DefaultStream(s, device))) return false;
+    for (auto& [key, st] : s.per_thread_streams) {
+      if (key.first == device && !StreamIdle(&st)) return false;
+    }
     for (Stream* st : s.streams) {
       if (st->device == device && !StreamIdle(st)) return false;
     }
@@ -1248,6 +1271,10 @@ FAKE_EXPORT void fake_cuda_reset(void) {
     st = Stream();
     st.device = device;
   }
+  for (auto& [key, st] : s.per_thread_streams) {
+    st = Stream();
+    st.device = key.first;
+  }
   s.init_error = CUDA_SUCCESS;
   s.no_peer_access.clear();
   // VMM state is forgotten, not unmapped (as allocations are); a backed
@@ -1290,6 +1317,12 @@ FAKE_EXPORT void fake_cuda_fail_call(const char* name, int nth, int error) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (name == nullptr || nth <= 0) return;
   s.failures[name].push_back(Failure{nth, static_cast<CUresult>(error)});
+}
+
+FAKE_EXPORT void* fake_cuda_stream_of(void* stream) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return ToStream(s, static_cast<CUstream>(stream));
 }
 
 FAKE_EXPORT void fake_cuda_hold_stream(void* stream) {

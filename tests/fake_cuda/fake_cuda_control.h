@@ -37,9 +37,10 @@ void fake_cuda_set_driver_version(int version);
 // The `nth` next call (1: the very next) of the driver function `name` (its
 // base name, e.g. "cuMemAlloc") returns `error` without doing anything.
 void fake_cuda_fail_call(const char* name, int nth, int error);
-// Work queued on `stream` (0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD:
-// the default stream of the calling thread's current context, or device 0's
-// on a thread with none; each device has its own) stays pending until
+// Work queued on `stream` (0 or CU_STREAM_LEGACY: the legacy default stream
+// of the calling thread's current context's device, or device 0's on a
+// thread with none; CU_STREAM_PER_THREAD: the calling thread's own default
+// stream there) stays pending until
 // released: cuStreamQuery says CUDA_ERROR_NOT_READY, cuStreamSynchronize and
 // cuEventSynchronize block, events recorded on it are not complete.
 // Events recorded before the hold stay complete; holding a held stream again
@@ -62,6 +63,10 @@ void fake_cuda_fail_call(const char* name, int nth, int error);
 // cuEventElapsedTime refuses events made with CU_EVENT_DISABLE_TIMING
 // (CUDA_ERROR_INVALID_HANDLE), which shows how an event was created.
 void fake_cuda_hold_stream(void* stream);
+// The stream a handle names for the calling thread (as above), as a handle
+// that names the same stream from any thread: for holding or releasing one
+// thread's per-thread stream, or a device's default stream, from another.
+void* fake_cuda_stream_of(void* stream);
 void fake_cuda_release_stream(void* stream);
 // Live allocations and their bytes on `device` (-1: pinned host memory).
 int fake_cuda_live_allocations(int device);

@@ -24,6 +24,7 @@ struct FakeCuda {
   void (*fail_call)(const char*, int, int);
   void (*hold_stream)(void*);
   void (*release_stream)(void*);
+  void* (*stream_of)(void*);
   int (*live_allocations)(int);
   size_t (*bytes_in_use)(int);
   long (*call_count)(const char*);
@@ -71,6 +72,7 @@ inline const FakeCuda* GetFake() {
     BFC_FAKE_SYM(fail_call, "fake_cuda_fail_call");
     BFC_FAKE_SYM(hold_stream, "fake_cuda_hold_stream");
     BFC_FAKE_SYM(release_stream, "fake_cuda_release_stream");
+    BFC_FAKE_SYM(stream_of, "fake_cuda_stream_of");
     BFC_FAKE_SYM(live_allocations, "fake_cuda_live_allocations");
     BFC_FAKE_SYM(bytes_in_use, "fake_cuda_bytes_in_use");
     BFC_FAKE_SYM(call_count, "fake_cuda_call_count");

@@ -123,9 +123,15 @@ struct CudaDriver {
 // gets ours pushed and popped again, so the caller's CUDA state is unchanged.
 // Primary contexts are retained once per device and never released (the
 // runtime keeps them for the life of the process too).
+//
+// With `leave_none_current`, a thread with no current context gets ours
+// pushed and popped as well, and ends with none: for calls that name a
+// device without being a request to use it from this thread (a free on a
+// stream of the memory's device, from any thread).
 class ScopedPrimaryContext {
  public:
-  ScopedPrimaryContext(const CudaDriver& driver, int device);
+  ScopedPrimaryContext(const CudaDriver& driver, int device,
+                       bool leave_none_current = false);
   ~ScopedPrimaryContext();
   ScopedPrimaryContext(const ScopedPrimaryContext&) = delete;
   ScopedPrimaryContext& operator=(const ScopedPrimaryContext&) = delete;
