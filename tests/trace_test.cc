@@ -355,7 +355,7 @@ TEST(ReadTraceTest, ReadsGzipByContent) {
 // A few megabytes of gzip inflate to gigabytes; the text was read whole
 // with no limit, and on Linux a string grown past memory is not bad_alloc:
 // the process is killed. The text now stops at ReadTraceOptions'
-// max_text_bytes (by default a quarter of physical memory).
+// max_text_bytes (by default a quarter of the memory the process may use).
 TEST(ReadTraceTest, TextPastTheLimitIsRefusedWhileInflating) {
   TempDir dir;
   std::string csv = kHeader;

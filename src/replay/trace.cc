@@ -359,20 +359,45 @@ absl::Status TextTooLarge(std::string_view label, size_t max_bytes) {
       Av(label), ": the trace's text (after decompression) passes ",
       HumanReadableBytesExact(max_bytes),
       ", the most read into memory (ReadTraceOptions::max_text_bytes; by "
-      "default a quarter of this machine's memory)"));
+      "default a quarter of the memory this process may use)"));
 }
 
-// A quarter of physical memory, at least 64 MiB (sysconf can fail).
-size_t DefaultMaxTextBytes() {
+// The memory this process may use: physical memory, or less where a cgroup
+// (a container) limits it (v2 memory.max, v1 memory.limit_in_bytes; their
+// "no limit" reads as a huge number or "max"). 0 when unknown.
+size_t UsableMemoryBytes() {
+  size_t bytes = 0;
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
-  constexpr size_t kFloor = size_t{64} << 20;
-  if (pages <= 0 || page_size <= 0) return kFloor;
-  const size_t quarter = static_cast<size_t>(pages) / 4;
-  if (quarter > std::numeric_limits<size_t>::max() / size_t(page_size)) {
-    return std::numeric_limits<size_t>::max();
+  if (pages > 0 && page_size > 0 &&
+      static_cast<size_t>(pages) <=
+          std::numeric_limits<size_t>::max() / static_cast<size_t>(page_size)) {
+    bytes = static_cast<size_t>(pages) * static_cast<size_t>(page_size);
   }
-  return std::max(kFloor, quarter * static_cast<size_t>(page_size));
+  for (const char* path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    FILE* f = std::fopen(path, "re");
+    if (f == nullptr) continue;
+    char line[64] = {};
+    const bool read = std::fgets(line, sizeof line, f) != nullptr;
+    std::fclose(f);
+    size_t limit = 0;
+    const char* end = line + std::strlen(line);
+    while (end > line && (end[-1] == '\n' || end[-1] == ' ')) --end;
+    if (read && std::from_chars(line, end, limit).ec == std::errc() &&
+        limit > 0 && (bytes == 0 || limit < bytes)) {
+      bytes = limit;
+    }
+  }
+  return bytes;
+}
+
+// A quarter of the usable memory, at least 64 MiB. The text's string may
+// hold up to twice its length while it grows, and the parsed events take
+// about as much as the text.
+size_t DefaultMaxTextBytes() {
+  constexpr size_t kFloor = size_t{64} << 20;
+  return std::max(kFloor, UsableMemoryBytes() / 4);
 }
 
 // Appends what was read to the text (at most max_bytes of it), refusing a

@@ -74,8 +74,9 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path);
 struct ReadTraceOptions {
   // The most bytes of trace text (after gzip decompression) read into memory;
   // a trace with more is ResourceExhausted as soon as the text passes it,
-  // naming the limit. 0: a quarter of this machine's physical memory (the
-  // parsed events take about as much again). A few megabytes of gzip can
+  // naming the limit. 0: a quarter of the memory this process may use
+  // (physical memory, or a container's cgroup limit when lower; the parsed
+  // events take about as much again). A few megabytes of gzip can
   // inflate to terabytes, and on Linux a string grown past the memory there
   // is does not fail: the process is killed.
   size_t max_text_bytes = 0;
