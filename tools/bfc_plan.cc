@@ -26,8 +26,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "bfc/planner/memory_management.h"
 #include "bfc/planner/plan_report.h"
 #include "bfc/replay/trace.h"
@@ -212,27 +210,17 @@ int Main(int argc, char** argv) {
   if (!quiet && isatty(STDERR_FILENO)) {
     // Called again while a long strategy runs: the line then shows how long
     // it has been running, redrawn at most four times a second.
-    options.on_progress = [row = size_t{0}, total_rows = size_t{0},
-                           row_start = absl::Now(),
-                           drawn = absl::InfinitePast()](
+    options.on_progress = [rows = bfc::tools::RowProgress()](
                               size_t done, size_t total,
                               const char* name) mutable {
-      const absl::Time now = absl::Now();
       if (done >= total) {
-        drawn = absl::InfinitePast();  // the next trace starts afresh
+        rows.Reset();  // the next trace starts afresh
         std::fprintf(stderr, "\r%*s\r", 70, "");
         std::fflush(stderr);
         return;
       }
-      if (done != row || total != total_rows || drawn == absl::InfinitePast()) {
-        row = done;
-        total_rows = total;
-        row_start = now;
-      } else if (now - drawn < absl::Milliseconds(250)) {
-        return;
-      }
-      drawn = now;
-      const int64_t seconds = absl::ToInt64Seconds(now - row_start);
+      int64_t seconds = 0;
+      if (!rows.Update(done, total, absl::Now(), &seconds)) return;
       if (seconds > 0) {
         std::fprintf(stderr, "\r%s: planning %zu/%zu %-20s %4llds", kToolName,
                      done + 1, total, name, static_cast<long long>(seconds));

@@ -1492,22 +1492,15 @@ int ComparePolicies(const CLI::App& app, const Flags& flags) {
     // Called again while a long strategy runs (PlanOptions::on_progress):
     // the line then shows how long it has been running, redrawn at most four
     // times a second.
-    plan_options.on_progress = [&, row = size_t{0}, row_start = absl::Now(),
-                                drawn = absl::InfinitePast()](
+    plan_options.on_progress = [&, rows = bfc::tools::RowProgress()](
                                    size_t done, size_t total,
                                    const char* name) mutable {
-      const absl::Time now = absl::Now();
-      if (drawn == absl::InfinitePast() || done != row) {
-        row = done;
-        row_start = now;
-      } else if (now - drawn < absl::Milliseconds(250)) {
+      int64_t seconds = 0;
+      if (done >= total || !rows.Update(done, total, absl::Now(), &seconds))
         return;
-      }
-      drawn = now;
-      const int64_t seconds = absl::ToInt64Seconds(now - row_start);
       progress(absl::StrFormat(
           "%s: %s (%d/%d): planning %d/%d %s%s", kToolName, compiled->name,
-          t + 1, paths.size(), std::min(done + 1, total), total, name,
+          t + 1, paths.size(), done + 1, total, name,
           seconds > 0 ? absl::StrFormat(" %ds", seconds) : ""));
     };
     absl::StatusOr<bfc::planner::PlanReport> plan =

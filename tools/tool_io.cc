@@ -428,4 +428,18 @@ std::string ForTerminal(std::string_view text) {
   return out;
 }
 
+bool RowProgress::Update(size_t row, size_t rows, absl::Time now,
+                         int64_t* seconds) {
+  if (row != row_ || rows != rows_ || drawn_ == absl::InfinitePast()) {
+    row_ = row;
+    rows_ = rows;
+    row_start_ = now;
+  } else if (now - drawn_ < absl::Milliseconds(250)) {
+    return false;
+  }
+  drawn_ = now;
+  *seconds = absl::ToInt64Seconds(now - row_start_);
+  return true;
+}
+
 }  // namespace bfc::tools

@@ -22,6 +22,8 @@
 #ifndef BFC_TOOLS_TOOL_IO_H_
 #define BFC_TOOLS_TOOL_IO_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +31,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bfc/replay/trace.h"
 
 namespace bfc::tools {
@@ -110,6 +114,23 @@ std::string ExecutableDir();
 // backslash becomes \\ so that the escapes read back unambiguously.
 // Everything else, UTF-8 included, is kept.
 std::string ForTerminal(std::string_view text);
+
+// The planner's progress calls (PlanOptions::on_progress) for a line on a
+// terminal: they come before each row and again now and then while a long
+// row runs. Update says whether to redraw at `now` (the first call for a
+// row, then at most four times a second) and sets *seconds to how long the
+// row has been running. Reset before the next trace.
+class RowProgress {
+ public:
+  bool Update(size_t row, size_t rows, absl::Time now, int64_t* seconds);
+  void Reset() { drawn_ = absl::InfinitePast(); }
+
+ private:
+  size_t row_ = 0;
+  size_t rows_ = 0;
+  absl::Time row_start_;
+  absl::Time drawn_ = absl::InfinitePast();
+};
 
 }  // namespace bfc::tools
 
