@@ -74,6 +74,21 @@ static void* release_later(void* arg) {
   return NULL;
 }
 
+/* Frees p on `stream` while `held` is held, a thread releasing it 100 ms
+ * later; 1 when the free returned only after the release. */
+static int free_waits_for_release(torch_free_fn torch_free,
+                                  void (*release)(void*), void* held, void* p,
+                                  size_t size, int device,
+                                  bfc_stream_t stream) {
+  struct releaser r = {release, 0, held};
+  pthread_t t;
+  if (pthread_create(&t, NULL, release_later, &r) != 0) return 0;
+  torch_free(p, size, device, stream);
+  const int waited = __atomic_load_n(&r.released, __ATOMIC_SEQ_CST) == 1;
+  pthread_join(t, NULL);
+  return waited;
+}
+
 static void* must_sym(void* lib, const char* name) {
   void* p = dlsym(lib, name);
   if (p == NULL) {
@@ -402,13 +417,9 @@ int main(int argc, char** argv) {
           last_error());
     void* mine = stream_of(per_thread); /* this thread's own stream */
     hold(mine);                         /* this thread's kernel still uses p */
-    struct releaser r = {release, 0, mine};
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, release_later, &r) == 0, "pthread");
-    torch_free(p, 1 << 20, 0, per_thread);
-    CHECK(__atomic_load_n(&r.released, __ATOMIC_SEQ_CST) == 1,
+    CHECK(free_waits_for_release(torch_free, release, mine, p, 1 << 20, 0,
+                                 per_thread),
           "the free returned while the thread's stream still used the memory");
-    pthread_join(t, NULL);
     void* q = torch_malloc(1 << 20, 0, per_thread);
     CHECK(q != NULL, "per-thread malloc: %s", last_error());
     torch_free(q, 1 << 20, 0, per_thread);
@@ -437,13 +448,9 @@ int main(int argc, char** argv) {
     hold(mine);                         /* device 1's kernel still uses p */
     CHECK(pop(&popped) == 0, "pop");
     CHECK(push(zero) == 0, "push"); /* the free comes under device 0 */
-    struct releaser r = {release, 0, mine};
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, release_later, &r) == 0, "pthread");
-    torch_free(p, 1 << 20, 1, per_thread);
-    CHECK(__atomic_load_n(&r.released, __ATOMIC_SEQ_CST) == 1,
+    CHECK(free_waits_for_release(torch_free, release, mine, p, 1 << 20, 1,
+                                 per_thread),
           "the free returned while device 1's stream still used the memory");
-    pthread_join(t, NULL);
     CHECK(pop(&popped) == 0 && popped == zero, "the context stays device 0's");
   }
 
