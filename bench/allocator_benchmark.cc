@@ -91,10 +91,20 @@ void BM_RandomThreads(benchmark::State& state) {
     GlibcPool pool;
     RunRandom(state, pool, w, live, live_size);
   }
-  // Per-thread latency: each thread's ops over its own wall time, averaged.
-  state.counters["time/op"] = benchmark::Counter(
-      2, benchmark::Counter::kIsIterationInvariantRate |
-             benchmark::Counter::kAvgThreads | benchmark::Counter::kInvert);
+  // Google Benchmark sums the threads' counters and iterations and divides
+  // by the mean wall time per thread. So a value of 2 (ops per iteration),
+  // averaged over threads, gives wall / (2 x all threads' iterations): the
+  // time per operation of all threads together ("agg time/op"). What one
+  // thread sees per operation, its wall time over its own operations, is T
+  // times that: 2 / T per thread gives wall / (2 x one thread's iterations).
+  // (From a review: "time/op" was the aggregate, published as per-thread
+  // latency.)
+  const double threads = static_cast<double>(state.threads());
+  const auto per_op = benchmark::Counter::kIsIterationInvariantRate |
+                      benchmark::Counter::kAvgThreads |
+                      benchmark::Counter::kInvert;
+  state.counters["time/op"] = benchmark::Counter(2 / threads, per_op);
+  state.counters["agg time/op"] = benchmark::Counter(2, per_op);
 }
 
 void BM_Metadata(benchmark::State& state) {
@@ -102,8 +112,10 @@ void BM_Metadata(benchmark::State& state) {
   constexpr size_t kLive = 100000;
   const std::vector<size_t> sizes = LogUniformSizes(kLive, 256, 4 * kKiB, 3);
   std::vector<void*> ptrs(2 * kLive);
+  // The peak: all 200k allocations (each size twice) before any is freed
+  // (from a review: it summed the 100k sizes once, half the real peak).
   size_t live = 0;
-  for (size_t s : sizes) live += s;
+  for (size_t s : sizes) live += 2 * s;
   for (auto _ : state) {
     const size_t heap_before = HeapBytes();
     Allocator::Options options;
@@ -199,8 +211,10 @@ void BM_CrossStreamMiss(benchmark::State& state) {
       return;
     }
   }
+  // Four calls per iteration: free on A, allocate and free on B, allocate on
+  // A (from a review: counted as three, every time/op read 4/3 too high).
   state.counters["time/op"] =
-      benchmark::Counter(3, benchmark::Counter::kIsIterationInvariantRate |
+      benchmark::Counter(4, benchmark::Counter::kIsIterationInvariantRate |
                                 benchmark::Counter::kInvert);
   state.counters["free_chunks"] = double(free_chunks);
   (void)a.DeallocateOnStream(*p, stream_a);
