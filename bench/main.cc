@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   // Debug checks change timings: every result records the level it ran at.
   benchmark::AddCustomContext("bfc_check_level",
                               std::to_string(BFC_CHECK_LEVEL));
+  benchmark::AddCustomContext("bfc_build_type", BFC_BENCH_BUILD_TYPE);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -3,6 +3,7 @@
 #
 #   tools/run-benchmarks.sh                 # build-bench/, BFC_CHECK_LEVEL=0, 3 reps
 #   BUILD_DIR=build-bench REPS=5 tools/run-benchmarks.sh
+#   BUILD_TYPE=RelWithDebInfo tools/run-benchmarks.sh     # default Release
 #   tools/run-benchmarks.sh --benchmark_filter=BM_Trace   # extra args go to
 #                                                         # the benchmark binary
 #
@@ -17,8 +18,11 @@ CHECK_LEVEL=${CHECK_LEVEL:-0}
 REPS=${REPS:-3}
 OUT_DIR=${OUT_DIR:-bench/results}
 JOBS=${JOBS:-2}
+# Pinned (it came from whatever the build directory's cache held, so two runs
+# could differ in optimisation); the binary records it in its JSON context.
+BUILD_TYPE=${BUILD_TYPE:-Release}
 
-cmake -S . -B "$BUILD_DIR" -DBFC_BUILD_BENCHMARKS=ON -DBFC_CHECK_LEVEL="$CHECK_LEVEL" >/dev/null
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DBFC_BUILD_BENCHMARKS=ON -DBFC_CHECK_LEVEL="$CHECK_LEVEL" >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" --target bfc_benchmarks
 mkdir -p "$OUT_DIR"
 "$BUILD_DIR/bench/bfc_benchmarks" \
