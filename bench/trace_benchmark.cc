@@ -210,17 +210,19 @@ void BM_TraceThreads(benchmark::State& state,
     }
     size_t failures = 0;
     size_t passes = 0;
-    std::chrono::steady_clock::time_point start;
+    std::chrono::steady_clock::time_point start, end;
     for (auto _ : state) {
       if (passes++ == 0) start = std::chrono::steady_clock::now();
       for (size_t k = 0; k < n; ++k) {
         const size_t i = (first + k) % n;
         failures += ReplayOps((*traces)[i].iterations, pool, slots[i].data());
       }
+      // Read at the end of each pass, not after the loop: the loop's end
+      // waits at a barrier for the slowest thread, which a clock read there
+      // counted as this thread's work.
+      end = std::chrono::steady_clock::now();
     }
-    wall_ns = std::chrono::duration<double, std::nano>(
-                  std::chrono::steady_clock::now() - start)
-                  .count();
+    wall_ns = std::chrono::duration<double, std::nano>(end - start).count();
     done_ops = ops * double(passes);
     for (std::vector<void*>& v : setup_slots) {
       for (void*& p : v) {
@@ -237,8 +239,9 @@ void BM_TraceThreads(benchmark::State& state,
     GlibcPool pool;
     run(pool);
   }
-  // Each thread's own clock from its first pass to its last; the threads
-  // start together (the benchmark loop's barrier) and run the same passes.
+  // Each thread's own clock from the start of its first pass to the end of
+  // its last; the threads start together (the benchmark loop's barrier) and
+  // run the same passes.
   const double ns_per_op = done_ops > 0 ? wall_ns / done_ops : 0;
   state.counters["ns/op/thread"] =
       benchmark::Counter(ns_per_op, benchmark::Counter::kAvgThreads);
