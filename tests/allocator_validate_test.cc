@@ -9,16 +9,23 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bfc/account.h"
 #include "bfc/allocator.h"
 #include "bfc/allocator_options.h"
 #include "bfc/internal/bin.h"
 #include "bfc/internal/check.h"
 #include "bfc/virtual_sub_allocator.h"
+#include "core/internal/account_state.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/fake_stream_ops.h"
 
 namespace bfc {
 
@@ -66,6 +73,52 @@ class AllocatorTestPeer {
   void UnlinkFreeRegion(internal::ChunkHandle h)
       ABSL_NO_THREAD_SAFETY_ANALYSIS {
     a_.UnlinkFreeRegion(h);
+  }
+  // Streams.
+  std::vector<internal::ChunkHandle>& fenced_chunks()
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.fenced_chunks_;
+  }
+  std::vector<bool>& fence_listed() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.fence_listed_;
+  }
+  size_t num_multi_fences() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.multi_fences_.size();
+  }
+  uint32_t multi_fence_refs(size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.multi_fences_[i].refs;
+  }
+  std::vector<std::pair<uint32_t, uint64_t>>& multi_fence_parts(size_t i)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.multi_fences_[i].parts;
+  }
+  std::vector<uint32_t>& free_multi_fences() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.free_multi_fences_;
+  }
+  std::unordered_map<StreamId, uint32_t>& stream_slots()
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.stream_slots_;
+  }
+  bool& force_timestamp_merge() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.force_timestamp_merge_;
+  }
+  // The chunk table's other columns.
+  size_t handle_bound() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.chunks_.handle_bound();
+  }
+  std::vector<uint32_t>& chunk_account() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.chunk_account_;
+  }
+  // Accounts.
+  std::shared_ptr<internal::AccountState> account(const std::string& path)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (const auto& a : a_.accounts_) {
+      if (a != nullptr && a->path == path) return a;
+    }
+    return nullptr;
+  }
+  std::vector<uint32_t>& free_account_ids() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return a_.free_account_ids_;
   }
 
  private:
@@ -725,6 +778,281 @@ TEST_F(AllocatorValidateTest, NoAutomaticValidationBelowLevel2) {
   EXPECT_FALSE(alloc_->Validate().ok());
   peer_->stats().bytes_in_use -= 256;
   alloc_->ResetPeakStats();
+}
+
+// --- State beyond the chunks: streams, the table's columns, accounts -------
+// Each corrupts one thing the allocator relies on, expects Validate to name
+// it, and undoes it.
+
+absl::Status Named(absl::string_view name, absl::string_view what) {
+  return absl::InternalError(absl::StrCat("Allocator '", name, "'", what));
+}
+
+AccountOptions RootOptions() {
+  AccountOptions o;
+  o.name = "root";
+  return o;
+}
+
+// A chunk freed on stream A while A and B (RecordStreamUse) still use it:
+// its fence is a multi-fence naming both streams' points.
+struct FencedRig {
+  FencedRig() {
+    Allocator::Options o;
+    o.allow_retry_on_failure = false;
+    alloc = std::make_unique<Allocator>(
+        std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+        size_t{64} << 20, "streams", o);
+    auto ops = std::make_unique<testing::FakeStreamOps>();
+    dev = ops.get();
+    EXPECT_TRUE(alloc->SetStreamOps(std::move(ops)).ok());
+    absl::StatusOr<void*> q = alloc->AllocateOnStream(kA, 4096);
+    EXPECT_TRUE(q.ok());
+    p = *q;
+    EXPECT_TRUE(alloc->RecordStreamUse(p, kB).ok());
+    dev->Hold(kA);
+    dev->Hold(kB);
+    dev->Launch(kA);
+    dev->Launch(kB);
+    EXPECT_TRUE(alloc->DeallocateOnStream(p, kA).ok());
+    EXPECT_TRUE(alloc->Validate().ok());
+  }
+  ~FencedRig() {
+    dev->Release(kA);
+    dev->Release(kB);
+    dev->CompleteAll();
+  }
+  // The multi-fence's index.
+  size_t MultiFence(AllocatorTestPeer& peer) const {
+    for (size_t i = 0; i < peer.num_multi_fences(); ++i) {
+      if (peer.multi_fence_refs(i) > 0) return i;
+    }
+    ADD_FAILURE() << "no multi-fence";
+    return 0;
+  }
+
+  static inline const StreamId kA = reinterpret_cast<StreamId>(uintptr_t{1});
+  static inline const StreamId kB = reinterpret_cast<StreamId>(uintptr_t{2});
+  std::unique_ptr<Allocator> alloc;
+  testing::FakeStreamOps* dev = nullptr;
+  void* p = nullptr;
+};
+
+TEST(AllocatorValidateStateTest, TheFencedChunkListHoldsEachChunkOnce) {
+  FencedRig r;
+  AllocatorTestPeer peer(*r.alloc);
+  std::vector<ChunkHandle>& list = peer.fenced_chunks();
+  std::vector<bool>& marks = peer.fence_listed();
+  ASSERT_FALSE(list.empty());
+  // A duplicate, balanced by a marked chunk the list lacks: the counts
+  // agree, but MergeDeferred would never visit the missing one.
+  ChunkHandle unlisted = 0;
+  while (unlisted < marks.size() && marks[unlisted]) ++unlisted;
+  if (unlisted == marks.size()) marks.push_back(false);
+  const ChunkHandle twice = list[0];
+  list.push_back(twice);
+  marks[unlisted] = true;
+  EXPECT_EQ(r.alloc->Validate(),
+            Named("streams", absl::StrCat(": fenced-chunk list holds chunk ",
+                                          twice, " twice")));
+  list.pop_back();
+  marks[unlisted] = false;
+  EXPECT_TRUE(r.alloc->Validate().ok()) << r.alloc->Validate();
+}
+
+TEST(AllocatorValidateStateTest, MultiFencesAreWellFormedAndFreedOnce) {
+  FencedRig r;
+  AllocatorTestPeer peer(*r.alloc);
+  const size_t m = r.MultiFence(peer);
+  auto& parts = peer.multi_fence_parts(m);
+  ASSERT_EQ(parts.size(), 2u);
+
+  // One part: it would be a plain fence.
+  const auto last = parts.back();
+  parts.pop_back();
+  EXPECT_EQ(r.alloc->Validate(),
+            Named("streams", absl::StrCat(": multi-fence ", m,
+                                          " has 1 parts; it needs two or "
+                                          "more")));
+  parts.push_back(last);
+  // Out of slot order.
+  std::swap(parts[0], parts[1]);
+  EXPECT_EQ(r.alloc->Validate(),
+            Named("streams", absl::StrCat(": multi-fence ", m,
+                                          ": its parts are not one per stream "
+                                          "in slot order")));
+  std::swap(parts[0], parts[1]);
+  // A held record on the free list: the next fence made would overwrite it.
+  peer.free_multi_fences().push_back(static_cast<uint32_t>(m));
+  EXPECT_EQ(r.alloc->Validate(),
+            Named("streams",
+                  absl::StrCat(": free multi-fence list entry ", m,
+                               " is out of range, listed twice, held or not "
+                               "cleared")));
+  peer.free_multi_fences().pop_back();
+  EXPECT_TRUE(r.alloc->Validate().ok()) << r.alloc->Validate();
+}
+
+TEST(AllocatorValidateStateTest, AStaleStreamHandleIsCaught) {
+  FencedRig r;
+  AllocatorTestPeer peer(*r.alloc);
+  auto& slots = peer.stream_slots();
+  ASSERT_EQ(slots.count(FencedRig::kA), 1u);
+  const uint32_t slot_b = slots.at(FencedRig::kB);
+  // kA's handle now names B's slot (and B's handle still does).
+  const uint32_t slot_a = slots.at(FencedRig::kA);
+  slots[FencedRig::kA] = slot_b;
+  EXPECT_FALSE(r.alloc->Validate().ok());
+  slots[FencedRig::kA] = slot_a;
+  // A handle nobody registered, naming a live slot (B forgotten first, so
+  // there are no more handles than slots).
+  ASSERT_TRUE(r.alloc->ForgetStream(FencedRig::kB).ok());
+  ASSERT_TRUE(r.alloc->Validate().ok()) << r.alloc->Validate();
+  const StreamId stray = reinterpret_cast<StreamId>(uintptr_t{0x63});
+  slots[stray] = slot_a;
+  EXPECT_EQ(
+      r.alloc->Validate(),
+      Named("streams", absl::StrCat(": stream handle 0x63 maps to slot ",
+                                    slot_a, ", which is not that stream's")));
+  slots.erase(stray);
+  EXPECT_TRUE(r.alloc->Validate().ok()) << r.alloc->Validate();
+}
+
+TEST_F(AllocatorValidateTest, ForcedTimestampMergesAreOffBetweenCalls) {
+  peer_->force_timestamp_merge() = true;
+  EXPECT_EQ(alloc_->Validate(),
+            Error("forced merges of timestamped chunks are still on"));
+  peer_->force_timestamp_merge() = false;
+}
+
+TEST(AllocatorValidateStateTest, TheChunkColumnsCoverEverySlot) {
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  o.release_before_extend = true;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+              size_t{64} << 20, "columns", o);
+  absl::StatusOr<std::shared_ptr<Account>> root =
+      Account::CreateRoot(&a, RootOptions());
+  ASSERT_TRUE(root.ok()) << root.status();
+  absl::StatusOr<void*> p = (*root)->Allocate(4096);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(a.Validate().ok()) << a.Validate();
+  AllocatorTestPeer peer(a);
+  const size_t bound = peer.handle_bound();
+  ASSERT_GT(bound, 0u);
+
+  std::vector<uint32_t>& tags = peer.chunk_account();
+  const std::vector<uint32_t> saved = tags;
+  tags.resize(bound - 1);
+  EXPECT_EQ(a.Validate(),
+            Named("columns", absl::StrCat(": account tags for ", bound - 1,
+                                          " chunk slots of ", bound)));
+  tags = saved;
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  ASSERT_TRUE((*root)->Deallocate(*p).ok());
+}
+
+TEST(AllocatorValidateStateTest, TheAccountRegistryIsConsistent) {
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+              size_t{64} << 20, "accounts", o);
+  absl::StatusOr<std::shared_ptr<Account>> root =
+      Account::CreateRoot(&a, RootOptions());
+  ASSERT_TRUE(root.ok()) << root.status();
+  AccountOptions kid;
+  kid.name = "kid";
+  kid.reservation_bytes = 1 << 20;
+  absl::StatusOr<std::shared_ptr<Account>> child = (*root)->CreateChild(kid);
+  ASSERT_TRUE(child.ok()) << child.status();
+  // A closed child that goes once its handle does: its state is kept here.
+  AccountOptions gone_options;
+  gone_options.name = "gone";
+  absl::StatusOr<std::shared_ptr<Account>> gone =
+      (*root)->CreateChild(gone_options);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  AccountOptions idle_options;
+  idle_options.name = "idle";
+  absl::StatusOr<std::shared_ptr<Account>> idle =
+      (*root)->CreateChild(idle_options);
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  AllocatorTestPeer peer(a);
+  std::shared_ptr<internal::AccountState> gone_state =
+      peer.account("root/gone");
+  ASSERT_NE(gone_state, nullptr);
+  const uint32_t gone_id = gone_state->id;
+  gone->reset();
+  ASSERT_EQ(peer.account("root/gone"), nullptr);
+  ASSERT_TRUE(a.Validate().ok()) << a.Validate();
+  std::shared_ptr<internal::AccountState> r = peer.account("root");
+  std::shared_ptr<internal::AccountState> c = peer.account("root/kid");
+  ASSERT_TRUE(r != nullptr && c != nullptr);
+
+  // A peak below the bytes in use.
+  const int64_t peak = c->peak.load();
+  c->peak.store(c->used.load() - 1);
+  EXPECT_EQ(a.Validate(),
+            Named("accounts",
+                  absl::StrCat(" accounts: account 'root/kid' has a peak of ",
+                               c->used.load() - 1, " bytes, below its ",
+                               c->used.load(), " bytes in use")));
+  c->peak.store(peak);
+
+  // Closed, yet still reserving (with the parent's use counting it).
+  c->closed = true;
+  r->open_child_names.erase("kid");
+  EXPECT_EQ(a.Validate(), Named("accounts",
+                                " accounts: account 'root/kid' is closed but "
+                                "still reserves 1048576 bytes of its parent"));
+  c->closed = false;
+  r->open_child_names.insert("kid");
+
+  // A forgotten account still in its parent's list (its state may be gone).
+  gone_state->index_in_parent = r->children.size();
+  r->children.push_back(gone_state.get());
+  EXPECT_EQ(a.Validate(), Named("accounts",
+                                " accounts: the accounts list 3 children, but "
+                                "2 registered accounts have a parent"));
+  r->children.pop_back();
+
+  // A registered child missing from its parent's list (one that adds
+  // nothing to the parent's use, so only its own side can tell).
+  std::shared_ptr<internal::AccountState> i = peer.account("root/idle");
+  ASSERT_NE(i, nullptr);
+  ASSERT_EQ(r->children.back(), i.get());
+  r->children.pop_back();
+  r->open_child_names.erase("idle");
+  EXPECT_EQ(a.Validate(), Named("accounts",
+                                " accounts: account 'root/idle' is not listed "
+                                "under its parent 'root'"));
+  r->children.push_back(i.get());
+  r->open_child_names.insert("idle");
+
+  // An id on the free list that an account holds, and one listed twice.
+  std::vector<uint32_t>& free_ids = peer.free_account_ids();
+  ASSERT_EQ(free_ids.size(), 1u);
+  free_ids.push_back(c->id);
+  EXPECT_EQ(a.Validate(),
+            Named("accounts", absl::StrCat(" accounts: free account id ", c->id,
+                                           " is out of range, in use or "
+                                           "listed twice")));
+  free_ids.back() = free_ids.front();
+  EXPECT_EQ(a.Validate(),
+            Named("accounts",
+                  absl::StrCat(" accounts: free account id ", free_ids.front(),
+                               " is out of range, in use or "
+                               "listed twice")));
+  // An unused id nobody can have again.
+  free_ids.clear();
+  EXPECT_EQ(a.Validate(),
+            Named("accounts", absl::StrCat(" accounts: account id ", gone_id,
+                                           " is unused but not on the free "
+                                           "list")));
+  free_ids.push_back(gone_id);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  ASSERT_TRUE((*idle)->Close().ok());
+  ASSERT_TRUE((*child)->Close().ok());
+  ASSERT_TRUE((*root)->Close().ok());
 }
 
 }  // namespace

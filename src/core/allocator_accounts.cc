@@ -249,6 +249,7 @@ absl::Status Allocator::ValidateAccountsLocked() const {
     own[id] += static_cast<int64_t>(RoundedBytes(chunks_[h].requested_size));
     ++live[id];
   }
+  size_t listed_children = 0, with_parent = 0;
   for (size_t id = 1; id < accounts_.size(); ++id) {
     const AccountState* a = accounts_[id].get();
     if (a == nullptr) continue;
@@ -297,6 +298,51 @@ absl::Status Allocator::ValidateAccountsLocked() const {
     if (a->used.load() > a->limit) {
       return fail("account '", a->path, "' is over its limit: ", a->used.load(),
                   " > ", a->limit);
+    }
+    if (a->peak.load() < a->used.load()) {
+      return fail("account '", a->path, "' has a peak of ", a->peak.load(),
+                  " bytes, below its ", a->used.load(), " bytes in use");
+    }
+    // Close gives the reservation back; one kept would be charged to the
+    // parent twice once the account is forgotten.
+    if (a->closed && a->reservation.load() != 0) {
+      return fail("account '", a->path, "' is closed but still reserves ",
+                  a->reservation.load(), " bytes of its parent");
+    }
+    // From the child's side (the loop above checks the parent's): a child
+    // missing from its parent's list would be left out of the parent's use.
+    if (a->parent != nullptr) {
+      const std::vector<AccountState*>& kids = a->parent->children;
+      if (a->index_in_parent >= kids.size() || kids[a->index_in_parent] != a) {
+        return fail("account '", a->path, "' is not listed under its parent '",
+                    a->parent->path, "'");
+      }
+      ++with_parent;
+    }
+    listed_children += a->children.size();
+  }
+  // Every registered account with a parent is listed there (above), so
+  // equal counts mean the lists hold nothing else: no forgotten account,
+  // whose state may be gone, is still listed (checked without reading the
+  // listed pointers, which may dangle).
+  if (listed_children != with_parent) {
+    return fail("the accounts list ", listed_children, " children, but ",
+                with_parent, " registered accounts have a parent");
+  }
+  // The free ids are exactly the unused ones, each once: a listed id still
+  // in use would give two accounts one tag.
+  std::vector<bool> free_id(accounts_.size(), false);
+  for (const uint32_t id : free_account_ids_) {
+    if (id == 0 || id >= accounts_.size() || accounts_[id] != nullptr ||
+        free_id[id]) {
+      return fail("free account id ", id,
+                  " is out of range, in use or listed twice");
+    }
+    free_id[id] = true;
+  }
+  for (size_t id = 1; id < accounts_.size(); ++id) {
+    if (accounts_[id] == nullptr && !free_id[id]) {
+      return fail("account id ", id, " is unused but not on the free list");
     }
   }
   return absl::OkStatus();

@@ -930,10 +930,68 @@ absl::Status Allocator::ValidateStreamsLocked() const {
       return fail("fenced-chunk list entry ", h, " is not marked listed");
     }
   }
+  // Each listed chunk once: a duplicate and a marked chunk missing from the
+  // list would balance the count above, and MergeDeferred would never look
+  // at the missing one (its merge, or its dedicated region's release, would
+  // wait for ever).
+  {
+    std::vector<bool> seen(fence_listed_.size(), false);
+    for (const ChunkHandle h : fenced_chunks_) {
+      if (seen[h]) return fail("fenced-chunk list holds chunk ", h, " twice");
+      seen[h] = true;
+    }
+  }
+  size_t unreferenced = 0;
   for (size_t i = 0; i < multi_fences_.size(); ++i) {
-    if (refs[i] != multi_fences_[i].refs) {
-      return fail("multi-fence ", i, " counts ", multi_fences_[i].refs,
-                  " chunks but ", refs[i], " hold it");
+    const MultiFence& m = multi_fences_[i];
+    if (refs[i] != m.refs) {
+      return fail("multi-fence ", i, " counts ", m.refs, " chunks but ",
+                  refs[i], " hold it");
+    }
+    if (m.refs == 0) {
+      ++unreferenced;
+      continue;
+    }
+    // Two or more streams' points (one would be a plain fence), one per
+    // stream, in slot order (FenceSafeFor and JoinFences rely on it).
+    if (m.parts.size() < 2) {
+      return fail("multi-fence ", i, " has ", m.parts.size(),
+                  " parts; it needs two or more");
+    }
+    for (size_t k = 1; k < m.parts.size(); ++k) {
+      if (m.parts[k - 1].first >= m.parts[k].first) {
+        return fail("multi-fence ", i,
+                    ": its parts are not one per stream "
+                    "in slot order");
+      }
+    }
+  }
+  // The free records, each once, exactly the unreferenced ones: MakeFence
+  // takes the next one and overwrites it, so a listed record that chunks
+  // still hold would change their fences (a stream could then reuse memory
+  // another stream's work still uses).
+  {
+    std::vector<bool> listed_free(multi_fences_.size(), false);
+    for (const uint32_t i : free_multi_fences_) {
+      if (i >= multi_fences_.size() || listed_free[i] ||
+          multi_fences_[i].refs != 0 || !multi_fences_[i].parts.empty()) {
+        return fail("free multi-fence list entry ", i,
+                    " is out of range, listed twice, held or not cleared");
+      }
+      listed_free[i] = true;
+    }
+  }
+  if (unreferenced != free_multi_fences_.size()) {
+    return fail(unreferenced, " multi-fences are held by no chunk but ",
+                free_multi_fences_.size(), " are on the free list");
+  }
+  // Every handle names a live slot that names it back: a stale entry would
+  // stamp a handle's frees on another stream's slot.
+  for (const auto& [id, slot] : stream_slots_) {
+    if (slot >= streams_.size() || streams_[slot].forgotten ||
+        streams_[slot].id != id) {
+      return fail("stream handle ", StreamName(id), " maps to slot ", slot,
+                  ", which is not that stream's");
     }
   }
   for (const auto& [h, uses] : extra_uses_) {

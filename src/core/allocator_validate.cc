@@ -360,6 +360,25 @@ absl::Status Allocator::ValidateLocked() const {
     }
   }
 
+  // The other columns of the chunk table cover every slot it can hand out
+  // (GrowColumns grows them first): a free or an allocation that found its
+  // column short would have to grow it there, where it must not fail.
+  if (stamp_free_regions_ &&
+      free_region_links_.size() < chunks_.handle_bound()) {
+    return fail("free-region links for ", free_region_links_.size(),
+                " chunk slots of ", chunks_.handle_bound());
+  }
+  if (accounts_on_ && chunk_account_.size() < chunks_.handle_bound()) {
+    return fail("account tags for ", chunk_account_.size(), " chunk slots of ",
+                chunks_.handle_bound());
+  }
+  // Set only inside the calls that force TF's merges (out of memory, region
+  // release); left on, later merges would ignore TF's free counts and join
+  // memory a freed_by_func caller may not reuse yet.
+  if (force_timestamp_merge_) {
+    return fail("forced merges of timestamped chunks are still on");
+  }
+
   // --- Invariant 5: stats agree with the chunks and regions -----------------
   if (pending_regions != pending_dedicated_.size()) {
     return fail(pending_dedicated_.size(),
