@@ -95,6 +95,13 @@ class MLP(nn.Module):
         return self.net(x)
 
 
+GPT_SEQS = [64, 96, 48, 128, 80, 112, 56]
+BERT_BATCHES = [1, 5, 2, 8, 3, 6, 2]
+RESNET_BATCHES = [1, 4, 16, 2, 8, 12, 3]
+# The largest batch last: the last iteration meets a shape never seen.
+RESNET_GROW_BATCHES = [1, 4, 2, 8, 3, 6, 16]
+GRU_SEQS = [(24, 16), (16, 10), (32, 22), (12, 8), (20, 14), (28, 20), (18, 12)]
+
 # name -> (description, builder, mode, iters, batch, make_opt, make_batch, loss)
 def vision(arch, batch, res=224, **kw):
     return dict(build=lambda: getattr(torchvision.models, arch)(weights=None, **kw),
@@ -163,6 +170,47 @@ CFG = {
                                    desc="torchvision squeezenet1_1, batch 4, eval + no_grad, 5 iterations"),
     "densenet121-infer-b2": dict(vision("densenet121", 2), mode="infer", iters=5,
                                  desc="torchvision densenet121, batch 2, eval + no_grad, 5 iterations"),
+    # Dynamic shapes: the sequence length or batch size changes every
+    # iteration (batch(i) gets the iteration index; fixed seed, so reruns
+    # reproduce the trace).
+    "gpt-dynseq-train": dict(build=lambda: GPT(seq=128),
+                             batch=lambda i: (torch.randint(0, 16000, (4, GPT_SEQS[i] + 1)),),
+                             fwd=lambda m, b: m(b[0][:, :-1]),
+                             loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[0][:, 1:].reshape(-1)),
+                             mode="train", iters=len(GPT_SEQS), dynamic=True,
+                             opt=lambda p: torch.optim.AdamW(p, lr=3e-4, weight_decay=0.1),
+                             desc="the GPT decoder (4x384, causal mask, vocab 16000) with the sequence length changing every "
+                                  f"iteration {GPT_SEQS}, batch 4, AdamW, {len(GPT_SEQS)} iterations"),
+    "bert-dynbatch-infer": dict(build=lambda: BertEncoder(),
+                                batch=lambda i: (torch.randint(0, 30522, (BERT_BATCHES[i], 128)),
+                                                 torch.arange(128).unsqueeze(0) >= torch.randint(32, 129, (BERT_BATCHES[i], 1))),
+                                fwd=lambda m, b: m(b[0], b[1]),
+                                mode="infer", iters=len(BERT_BATCHES), dynamic=True,
+                                desc="the BERT-like encoder (6x768), seq 128 with random padding (lengths 32-128), batch size "
+                                     f"changing every iteration {BERT_BATCHES}, eval + no_grad, {len(BERT_BATCHES)} iterations"),
+    "resnet18-dynbatch-infer": dict(build=lambda: torchvision.models.resnet18(weights=None),
+                                    batch=lambda i: (torch.randn(RESNET_BATCHES[i], 3, 224, 224),),
+                                    fwd=lambda m, b: m(b[0]),
+                                    mode="infer", iters=len(RESNET_BATCHES), dynamic=True,
+                                    desc=f"torchvision resnet18, batch size changing every iteration {RESNET_BATCHES}, "
+                                         f"eval + no_grad, {len(RESNET_BATCHES)} iterations"),
+    "resnet18-dyngrow-infer": dict(build=lambda: torchvision.models.resnet18(weights=None),
+                                   batch=lambda i: (torch.randn(RESNET_GROW_BATCHES[i], 3, 224, 224),),
+                                   fwd=lambda m, b: m(b[0]),
+                                   mode="infer", iters=len(RESNET_GROW_BATCHES), dynamic=True,
+                                   desc=f"torchvision resnet18, batch size changing every iteration "
+                                        f"{RESNET_GROW_BATCHES} (the largest last), eval + no_grad, "
+                                        f"{len(RESNET_GROW_BATCHES)} iterations"),
+    "gru-dynseq-train": dict(build=lambda: Seq2SeqGRU(),
+                             batch=lambda i: (torch.randint(0, 8000, (24, GRU_SEQS[i][0])),
+                                              torch.randint(0, 8000, (24, GRU_SEQS[i][1] + 1))),
+                             fwd=lambda m, b: m(b[0], b[1][:, :-1]),
+                             loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[1][:, 1:].reshape(-1)),
+                             mode="train", iters=len(GRU_SEQS), clip=1.0, dynamic=True,
+                             opt=lambda p: torch.optim.Adam(p, lr=1e-3),
+                             desc="the GRU seq2seq (emb 256, 2x512 encoder, attention decoder, vocab 8000), batch 24, "
+                                  f"(source, target) lengths changing every iteration {GRU_SEQS}, Adam + grad clip, "
+                                  f"{len(GRU_SEQS)} iterations"),
 }
 
 cfg = CFG[name]
@@ -176,7 +224,7 @@ if cfg["mode"] == "train":
     opt = cfg["opt"](model.parameters())
     for i in range(cfg["iters"]):
         mark(f"iter{i}")
-        b = cfg["batch"]()
+        b = cfg["batch"](i) if cfg.get("dynamic") else cfg["batch"]()
         out = cfg["fwd"](model, b)
         loss = cfg["loss"](out, b)
         opt.zero_grad()
@@ -190,7 +238,7 @@ else:
     with torch.no_grad():
         for i in range(cfg["iters"]):
             mark(f"iter{i}")
-            b = cfg["batch"]()
+            b = cfg["batch"](i) if cfg.get("dynamic") else cfg["batch"]()
             out = cfg["fwd"](model, b)
             print(f"{name} iter{i} out {tuple(out.shape)} t={time.time()-t_start:.1f}s", flush=True)
 mark("teardown")
