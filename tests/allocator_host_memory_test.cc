@@ -467,6 +467,21 @@ TEST(HostMemoryCallTest, InvalidPointersOfTheStatusCalls) {
   EXPECT_TRUE(a->Validate().ok()) << a->Validate();
 }
 
+// Validate allocates for its checks; without host memory it says so and
+// throws nothing (a bad_alloc escaped it).
+TEST(HostMemoryCallTest, ValidateWithoutHostMemory) {
+  auto a = MakeAllocator();
+  void* p = a->AllocateRaw(kMinAllocationSize, 4096);
+  ASSERT_NE(p, nullptr);
+  absl::Status v;
+  FailFromNowOn();
+  EXPECT_FALSE(Threw([&] { v = a->Validate(); }));
+  g_host = HostMemory();
+  EXPECT_EQ(v.code(), absl::StatusCode::kResourceExhausted) << v;
+  EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+  a->DeallocateRaw(p);
+}
+
 // A freed_by_func that throws, and no memory for the report of it.
 TEST(HostMemoryCallTest, AThrowingFreedByFunc) {
   if (internal::ValidateEveryCall()) {

@@ -331,8 +331,10 @@ class Allocator {
   // the regions, coalescing is complete, free chunks and bin entries match
   // both ways, the map resolves every chunk, the stats agree. On a violation,
   // an Internal error "Allocator '<name>': <what>" naming the object.
-  // O(chunks + slots). At check level 2 it runs after every mutating call
-  // and aborts on a violation (bfc/internal/check.h).
+  // O(chunks + slots). ResourceExhausted, and no verdict, when the host has
+  // no memory for the checks' own bookkeeping. At check level 2 it runs
+  // after every mutating call and aborts on a violation
+  // (bfc/internal/check.h); a run without host memory is skipped there.
   [[nodiscard]] absl::Status Validate() const;
 
   // Host bytes this allocator holds for its own bookkeeping.
