@@ -78,8 +78,16 @@ const PyTorchKey* FindPyTorchKey(absl::string_view key) {
   return nullptr;
 }
 
-// Levenshtein distance, capped: only "is it at most 2" matters.
+// Levenshtein distance, capped at kNearKeyCap: only "is it at most 2"
+// matters. Lengths that differ by the cap or more settle it without the
+// table: an unknown key may be as long as the whole text, and thousands of
+// them met every accepted key's table (seconds for a 15 KB string in the
+// fuzzer's build).
+constexpr size_t kNearKeyCap = 3;
 size_t EditDistance(absl::string_view a, absl::string_view b) {
+  const size_t length_gap =
+      a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+  if (length_gap >= kNearKeyCap) return kNearKeyCap;
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
@@ -92,13 +100,13 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
       diagonal = up;
     }
   }
-  return row[b.size()];
+  return std::min(row[b.size()], kNearKeyCap);
 }
 
 // The accepted key a typo most likely meant (at most two edits), or "".
 absl::string_view NearestKey(absl::string_view key) {
   absl::string_view best;
-  size_t best_distance = 3;
+  size_t best_distance = kNearKeyCap;
   auto consider = [&](absl::string_view candidate) {
     const size_t d = EditDistance(key, candidate);
     if (d < best_distance) {
