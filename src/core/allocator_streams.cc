@@ -952,8 +952,9 @@ absl::Status Allocator::ValidateStreamsLocked() const {
       ++unreferenced;
       continue;
     }
-    // Two or more streams' points (one would be a plain fence), one per
-    // stream, in slot order (FenceSafeFor and JoinFences rely on it).
+    // What MakeFence makes: two or more streams' points (one would be a
+    // plain fence, not a record), the latest per stream, in slot order.
+    // Anything else was written behind its back.
     if (m.parts.size() < 2) {
       return fail("multi-fence ", i, " has ", m.parts.size(),
                   " parts; it needs two or more");
