@@ -303,8 +303,8 @@ absl::Status Allocator::ValidateAccountsLocked() const {
       return fail("account '", a->path, "' has a peak of ", a->peak.load(),
                   " bytes, below its ", a->used.load(), " bytes in use");
     }
-    // Close gives the reservation back; one kept would be charged to the
-    // parent twice once the account is forgotten.
+    // Close gives the reservation back; one kept would stay charged to the
+    // parent (max(use, reservation)) for memory nothing can use.
     if (a->closed && a->reservation.load() != 0) {
       return fail("account '", a->path, "' is closed but still reserves ",
                   a->reservation.load(), " bytes of its parent");
