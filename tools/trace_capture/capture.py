@@ -98,8 +98,10 @@ class MLP(nn.Module):
 GPT_SEQS = [64, 96, 48, 128, 80, 112, 56]
 BERT_BATCHES = [1, 5, 2, 8, 3, 6, 2]
 RESNET_BATCHES = [1, 4, 16, 2, 8, 12, 3]
-# The largest batch last: the last iteration meets a shape never seen.
+# The largest shape last: the last iteration meets a shape never seen.
 RESNET_GROW_BATCHES = [1, 4, 2, 8, 3, 6, 16]
+GPT_GROW_SEQS = [64, 48, 96, 80, 112, 56, 144]
+BERT_GROW_BATCHES = [1, 5, 2, 3, 8, 2, 12]
 GRU_SEQS = [(24, 16), (16, 10), (32, 22), (12, 8), (20, 14), (28, 20), (18, 12)]
 
 # name -> (description, builder, mode, iters, batch, make_opt, make_batch, loss)
@@ -201,6 +203,23 @@ CFG = {
                                    desc=f"torchvision resnet18, batch size changing every iteration "
                                         f"{RESNET_GROW_BATCHES} (the largest last), eval + no_grad, "
                                         f"{len(RESNET_GROW_BATCHES)} iterations"),
+    "gpt-dyngrow-train": dict(build=lambda: GPT(seq=160),
+                              batch=lambda i: (torch.randint(0, 16000, (4, GPT_GROW_SEQS[i] + 1)),),
+                              fwd=lambda m, b: m(b[0][:, :-1]),
+                              loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[0][:, 1:].reshape(-1)),
+                              mode="train", iters=len(GPT_GROW_SEQS), dynamic=True,
+                              opt=lambda p: torch.optim.AdamW(p, lr=3e-4, weight_decay=0.1),
+                              desc="the GPT decoder (4x384, causal mask, vocab 16000) with the sequence length changing every "
+                                   f"iteration {GPT_GROW_SEQS} (the longest last), batch 4, AdamW, "
+                                   f"{len(GPT_GROW_SEQS)} iterations"),
+    "bert-dyngrow-infer": dict(build=lambda: BertEncoder(),
+                               batch=lambda i: (torch.randint(0, 30522, (BERT_GROW_BATCHES[i], 128)),
+                                                torch.arange(128).unsqueeze(0) >= torch.randint(32, 129, (BERT_GROW_BATCHES[i], 1))),
+                               fwd=lambda m, b: m(b[0], b[1]),
+                               mode="infer", iters=len(BERT_GROW_BATCHES), dynamic=True,
+                               desc="the BERT-like encoder (6x768), seq 128 with random padding (lengths 32-128), batch size "
+                                    f"changing every iteration {BERT_GROW_BATCHES} (the largest last), eval + no_grad, "
+                                    f"{len(BERT_GROW_BATCHES)} iterations"),
     "gru-dynseq-train": dict(build=lambda: Seq2SeqGRU(),
                              batch=lambda i: (torch.randint(0, 8000, (24, GRU_SEQS[i][0])),
                                               torch.randint(0, 8000, (24, GRU_SEQS[i][1] + 1))),
