@@ -104,6 +104,38 @@ GPT_GROW_SEQS = [64, 48, 96, 80, 112, 56, 144]
 BERT_GROW_BATCHES = [1, 5, 2, 3, 8, 2, 12]
 GRU_SEQS = [(24, 16), (16, 10), (32, 22), (12, 8), (20, 14), (28, 20), (18, 12)]
 
+# Dynamic shapes: one configuration per schedule (batch(i) gets the iteration
+# index); `note` follows the schedule in the description.
+def gpt_dynamic(seqs, max_seq, note=""):
+    return dict(build=lambda: GPT(seq=max_seq),
+                batch=lambda i: (torch.randint(0, 16000, (4, seqs[i] + 1)),),
+                fwd=lambda m, b: m(b[0][:, :-1]),
+                loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[0][:, 1:].reshape(-1)),
+                mode="train", iters=len(seqs), dynamic=True,
+                opt=lambda p: torch.optim.AdamW(p, lr=3e-4, weight_decay=0.1),
+                desc="the GPT decoder (4x384, causal mask, vocab 16000) with the sequence length changing every "
+                     f"iteration {seqs}{note}, batch 4, AdamW, {len(seqs)} iterations")
+
+
+def bert_dynamic(batches, note=""):
+    return dict(build=lambda: BertEncoder(),
+                batch=lambda i: (torch.randint(0, 30522, (batches[i], 128)),
+                                 torch.arange(128).unsqueeze(0) >= torch.randint(32, 129, (batches[i], 1))),
+                fwd=lambda m, b: m(b[0], b[1]),
+                mode="infer", iters=len(batches), dynamic=True,
+                desc="the BERT-like encoder (6x768), seq 128 with random padding (lengths 32-128), batch size "
+                     f"changing every iteration {batches}{note}, eval + no_grad, {len(batches)} iterations")
+
+
+def resnet18_dynamic(batches, note=""):
+    return dict(build=lambda: torchvision.models.resnet18(weights=None),
+                batch=lambda i: (torch.randn(batches[i], 3, 224, 224),),
+                fwd=lambda m, b: m(b[0]),
+                mode="infer", iters=len(batches), dynamic=True,
+                desc=f"torchvision resnet18, batch size changing every iteration {batches}{note}, "
+                     f"eval + no_grad, {len(batches)} iterations")
+
+
 # name -> (description, builder, mode, iters, batch, make_opt, make_batch, loss)
 def vision(arch, batch, res=224, **kw):
     return dict(build=lambda: getattr(torchvision.models, arch)(weights=None, **kw),
@@ -175,51 +207,12 @@ CFG = {
     # Dynamic shapes: the sequence length or batch size changes every
     # iteration (batch(i) gets the iteration index; fixed seed, so reruns
     # reproduce the trace).
-    "gpt-dynseq-train": dict(build=lambda: GPT(seq=128),
-                             batch=lambda i: (torch.randint(0, 16000, (4, GPT_SEQS[i] + 1)),),
-                             fwd=lambda m, b: m(b[0][:, :-1]),
-                             loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[0][:, 1:].reshape(-1)),
-                             mode="train", iters=len(GPT_SEQS), dynamic=True,
-                             opt=lambda p: torch.optim.AdamW(p, lr=3e-4, weight_decay=0.1),
-                             desc="the GPT decoder (4x384, causal mask, vocab 16000) with the sequence length changing every "
-                                  f"iteration {GPT_SEQS}, batch 4, AdamW, {len(GPT_SEQS)} iterations"),
-    "bert-dynbatch-infer": dict(build=lambda: BertEncoder(),
-                                batch=lambda i: (torch.randint(0, 30522, (BERT_BATCHES[i], 128)),
-                                                 torch.arange(128).unsqueeze(0) >= torch.randint(32, 129, (BERT_BATCHES[i], 1))),
-                                fwd=lambda m, b: m(b[0], b[1]),
-                                mode="infer", iters=len(BERT_BATCHES), dynamic=True,
-                                desc="the BERT-like encoder (6x768), seq 128 with random padding (lengths 32-128), batch size "
-                                     f"changing every iteration {BERT_BATCHES}, eval + no_grad, {len(BERT_BATCHES)} iterations"),
-    "resnet18-dynbatch-infer": dict(build=lambda: torchvision.models.resnet18(weights=None),
-                                    batch=lambda i: (torch.randn(RESNET_BATCHES[i], 3, 224, 224),),
-                                    fwd=lambda m, b: m(b[0]),
-                                    mode="infer", iters=len(RESNET_BATCHES), dynamic=True,
-                                    desc=f"torchvision resnet18, batch size changing every iteration {RESNET_BATCHES}, "
-                                         f"eval + no_grad, {len(RESNET_BATCHES)} iterations"),
-    "resnet18-dyngrow-infer": dict(build=lambda: torchvision.models.resnet18(weights=None),
-                                   batch=lambda i: (torch.randn(RESNET_GROW_BATCHES[i], 3, 224, 224),),
-                                   fwd=lambda m, b: m(b[0]),
-                                   mode="infer", iters=len(RESNET_GROW_BATCHES), dynamic=True,
-                                   desc=f"torchvision resnet18, batch size changing every iteration "
-                                        f"{RESNET_GROW_BATCHES} (the largest last), eval + no_grad, "
-                                        f"{len(RESNET_GROW_BATCHES)} iterations"),
-    "gpt-dyngrow-train": dict(build=lambda: GPT(seq=160),
-                              batch=lambda i: (torch.randint(0, 16000, (4, GPT_GROW_SEQS[i] + 1)),),
-                              fwd=lambda m, b: m(b[0][:, :-1]),
-                              loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[0][:, 1:].reshape(-1)),
-                              mode="train", iters=len(GPT_GROW_SEQS), dynamic=True,
-                              opt=lambda p: torch.optim.AdamW(p, lr=3e-4, weight_decay=0.1),
-                              desc="the GPT decoder (4x384, causal mask, vocab 16000) with the sequence length changing every "
-                                   f"iteration {GPT_GROW_SEQS} (the longest last), batch 4, AdamW, "
-                                   f"{len(GPT_GROW_SEQS)} iterations"),
-    "bert-dyngrow-infer": dict(build=lambda: BertEncoder(),
-                               batch=lambda i: (torch.randint(0, 30522, (BERT_GROW_BATCHES[i], 128)),
-                                                torch.arange(128).unsqueeze(0) >= torch.randint(32, 129, (BERT_GROW_BATCHES[i], 1))),
-                               fwd=lambda m, b: m(b[0], b[1]),
-                               mode="infer", iters=len(BERT_GROW_BATCHES), dynamic=True,
-                               desc="the BERT-like encoder (6x768), seq 128 with random padding (lengths 32-128), batch size "
-                                    f"changing every iteration {BERT_GROW_BATCHES} (the largest last), eval + no_grad, "
-                                    f"{len(BERT_GROW_BATCHES)} iterations"),
+    "gpt-dynseq-train": gpt_dynamic(GPT_SEQS, max_seq=128),
+    "bert-dynbatch-infer": bert_dynamic(BERT_BATCHES),
+    "resnet18-dynbatch-infer": resnet18_dynamic(RESNET_BATCHES),
+    "resnet18-dyngrow-infer": resnet18_dynamic(RESNET_GROW_BATCHES, " (the largest last)"),
+    "gpt-dyngrow-train": gpt_dynamic(GPT_GROW_SEQS, max_seq=160, note=" (the longest last)"),
+    "bert-dyngrow-infer": bert_dynamic(BERT_GROW_BATCHES, " (the largest last)"),
     "gru-dynseq-train": dict(build=lambda: Seq2SeqGRU(),
                              batch=lambda i: (torch.randint(0, 8000, (24, GRU_SEQS[i][0])),
                                               torch.randint(0, 8000, (24, GRU_SEQS[i][1] + 1))),
