@@ -884,8 +884,138 @@ TEST(AllocatorGrowthTest, ReleasePartialRegionsGivesPagesBackBeforeGrowing) {
       static_cast<size_t>(whole.alloc->GetStats()->peak_pool_bytes.value()));
 }
 
+// grow_below_peak_ratio: a request whose best fit is at least the ratio
+// times the region it would grow gets that region while the pool, grown,
+// stays within its peak; at the peak, or with the ratio off, it is carved
+// from the large chunk (the next one of that chunk's size then has to grow).
+TEST(AllocatorGrowthTest, GrowBelowPeakRatioKeepsALargeFreeChunkWhole) {
+  for (const int ratio : {0, 4}) {
+    SCOPED_TRACE(ratio);
+    Allocator::Options o;
+    o.growth_policy = GrowthPolicy::kSameAsRequested;
+    o.grow_below_peak_ratio = ratio;
+    Rig s = Make(o);
+    void* big = s.alloc->AllocateRaw(256, 8 * kMiB);
+    void* other = s.alloc->AllocateRaw(256, 2 * kMiB);  // peak: 10 MiB
+    s.alloc->DeallocateRaw(other);
+    EXPECT_EQ(s.alloc->ReleaseFreeRegions(), 2 * kMiB);  // pool 8 MiB
+    s.alloc->DeallocateRaw(big);
+    // 8 MiB free; 1 MiB + 8 MiB is within the 10 MiB peak.
+    void* small = s.alloc->AllocateRaw(256, 1 * kMiB);
+    ASSERT_NE(small, nullptr);
+    void* again = s.alloc->AllocateRaw(256, 8 * kMiB);
+    ASSERT_NE(again, nullptr);
+    if (ratio == 0) {
+      // Carved from the free 8 MiB: the next 8 MiB needs a region.
+      EXPECT_THAT(s.journal->alloc_requests,
+                  ElementsAre(8 * kMiB, 2 * kMiB, 8 * kMiB));
+      EXPECT_EQ(*s.alloc->GetStats()->peak_pool_bytes,
+                static_cast<int64_t>(16 * kMiB));
+    } else {
+      // A 1 MiB region of its own; the 8 MiB chunk serves 8 MiB again.
+      EXPECT_THAT(s.journal->alloc_requests,
+                  ElementsAre(8 * kMiB, 2 * kMiB, 1 * kMiB));
+      EXPECT_EQ(*s.alloc->GetStats()->peak_pool_bytes,
+                static_cast<int64_t>(10 * kMiB));
+    }
+    EXPECT_TRUE(s.alloc->Validate().ok());
+    s.alloc->DeallocateRaw(small);
+    s.alloc->DeallocateRaw(again);
+  }
+}
+
+// Growth that would pass the peak is not worth a whole chunk: at the peak
+// the best fit serves as without the option; so does a best fit under the
+// ratio times the region, and one the growth floor makes too small a
+// multiple (the region grown would be the 2 MiB floor, not 256 KiB).
+TEST(AllocatorGrowthTest, GrowBelowPeakRatioOnlyWithinThePeakAndTheRatio) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.grow_below_peak_ratio = 4;
+  Rig s = Make(o);
+  void* big = s.alloc->AllocateRaw(256, 8 * kMiB);
+  s.alloc->DeallocateRaw(big);  // pool = peak = 8 MiB
+  void* a = s.alloc->AllocateRaw(256, 1 * kMiB);
+  ASSERT_NE(a, nullptr);
+  EXPECT_THAT(s.journal->alloc_requests, ElementsAre(8 * kMiB));
+  s.alloc->DeallocateRaw(a);
+
+  Allocator::Options f = o;
+  f.min_growth_step_bytes = 4 * kMiB;
+  Rig t = Make(f);
+  void* x = t.alloc->AllocateRaw(256, 12 * kMiB);
+  void* y = t.alloc->AllocateRaw(256, 8 * kMiB);  // peak: 20 MiB
+  t.alloc->DeallocateRaw(y);
+  EXPECT_EQ(t.alloc->ReleaseFreeRegions(), 8 * kMiB);  // pool 12 MiB
+  t.alloc->DeallocateRaw(x);
+  // 256 KiB: the region grown would be the 4 MiB floor, and 12 MiB is
+  // under 4 x 4 MiB: carved from the free chunk.
+  void* z = t.alloc->AllocateRaw(256, 256 * kKiB);
+  ASSERT_NE(z, nullptr);
+  EXPECT_THAT(t.journal->alloc_requests, ElementsAre(12 * kMiB, 8 * kMiB));
+  // 2 MiB: the 12 MiB - 256 KiB rest is under 4 x 4 MiB too.
+  void* w = t.alloc->AllocateRaw(256, 2 * kMiB);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(t.journal->alloc_requests.size(), 2u);
+  EXPECT_TRUE(t.alloc->Validate().ok());
+  t.alloc->DeallocateRaw(z);
+  t.alloc->DeallocateRaw(w);
+}
+
+// The growth that was to spare the chunk fails (the sub-allocator refuses):
+// the chunk serves, nothing fails. And near the limit the chunk serves
+// without asking.
+TEST(AllocatorGrowthTest, GrowBelowPeakRatioFallsBackWhenGrowthFails) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.grow_below_peak_ratio = 4;
+  o.allow_retry_on_failure = false;
+  FakeSubAllocator::Options so;
+  so.fail_if = [](size_t call, size_t) { return call >= 2; };
+  Rig s = Make(o, 1 * kGiB, so);
+  void* big = s.alloc->AllocateRaw(256, 8 * kMiB);
+  void* other = s.alloc->AllocateRaw(256, 2 * kMiB);
+  s.alloc->DeallocateRaw(other);
+  EXPECT_EQ(s.alloc->ReleaseFreeRegions(), 2 * kMiB);
+  s.alloc->DeallocateRaw(big);
+  void* small = s.alloc->AllocateRaw(256, 1 * kMiB);
+  ASSERT_NE(small, nullptr);
+  EXPECT_GE(s.journal->alloc_requests.size(), 3u);  // asked, refused
+  EXPECT_EQ(s.alloc->GetStats()->num_ooms, 0);
+  EXPECT_EQ(s.alloc->GetStats()->pool_bytes.value(),
+            static_cast<int64_t>(8 * kMiB));
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(small);
+
+  // Near the limit the region would be room that a request of the spared
+  // chunk's size may need: the rule needs room for both under the limit.
+  // 8 + 1 MiB within the 9 MiB peak; under a 17 MiB limit there is room for
+  // another 8 MiB beside the new region, under 16 MiB there is not.
+  for (const size_t limit : {17 * kMiB, 16 * kMiB}) {
+    SCOPED_TRACE(limit);
+    Rig t = Make(o, limit);
+    void* b2 = t.alloc->AllocateRaw(256, 8 * kMiB);
+    void* o2 = t.alloc->AllocateRaw(256, 1 * kMiB);  // peak 9 MiB
+    t.alloc->DeallocateRaw(o2);
+    EXPECT_EQ(t.alloc->ReleaseFreeRegions(), 1 * kMiB);
+    t.alloc->DeallocateRaw(b2);
+    void* s2 = t.alloc->AllocateRaw(256, 1 * kMiB);
+    ASSERT_NE(s2, nullptr);
+    EXPECT_EQ(t.journal->alloc_requests.size(), limit == 17 * kMiB ? 3u : 2u);
+    // Another 1 MiB. Under 17 MiB the pool is at its 9 MiB peak: carved.
+    // Under 16 MiB the best fit is the 7 MiB rest, and 8 + 1 + 7 MiB fits
+    // the limit: grown.
+    void* s3 = t.alloc->AllocateRaw(256, 1 * kMiB);
+    ASSERT_NE(s3, nullptr);
+    EXPECT_EQ(t.journal->alloc_requests.size(), 3u);
+    EXPECT_TRUE(t.alloc->Validate().ok());
+    t.alloc->DeallocateRaw(s2);
+    t.alloc->DeallocateRaw(s3);
+  }
+}
+
 TEST(AllocatorGrowthTest, NewOptionsTerminateAndHonourTheLimit) {
-  for (int mask = 0; mask < 8; ++mask) {
+  for (int mask = 0; mask < 16; ++mask) {
     SCOPED_TRACE(mask);
     Allocator::Options o;
     o.growth_policy = GrowthPolicy::kSameAsRequested;
@@ -894,6 +1024,10 @@ TEST(AllocatorGrowthTest, NewOptionsTerminateAndHonourTheLimit) {
     if (mask & 1) o.max_split_bytes = 2 * kMiB;
     if (mask & 2) o.pool_release_threshold = 0.25;
     if (mask & 4) o.extend_by_missing_tail = true;
+    if (mask & 8) {
+      o.grow_below_peak_ratio = 2;
+      o.release_before_extend = true;
+    }
     FakeSubAllocator::Options so;
     so.supports_coalescing = (mask & 4) != 0;
     so.fail_if = [](size_t call, size_t) { return call % 3 == 2; };

@@ -62,6 +62,7 @@ TEST(AllocatorOptionsTest, TableListsEveryFieldOnceWithADoc) {
                                    "huge_allocation_bytes",
                                    "min_split_remainder_bytes",
                                    "max_split_bytes",
+                                   "grow_below_peak_ratio",
                                    "pool_release_threshold",
                                    "extend_by_missing_tail",
                                    "release_partial_regions",

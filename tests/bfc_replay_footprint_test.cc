@@ -29,42 +29,42 @@ struct FootprintCase {
 };
 
 // Measured with the preset's current bundle (README, "Choosing a preset").
-// Issue 15's goal is 1.10: densenet121-infer misses it (1.277, small
-// long-lived feature maps pin regions freed by large ones), and so do three
-// small models and one trace with dynamic shapes; each is held to what it
-// is, so that none gets worse unnoticed.
+// Issue 15's goal is 1.10: densenet121-infer misses it (1.134, small
+// long-lived feature maps pin regions freed by large ones while the pool
+// is at its peak), and so do three small models and one trace with dynamic
+// shapes; each is held to what it is, so that none gets worse unnoticed.
 constexpr FootprintCase kCases[] = {
     {"lstm-train.csv", "phases/lstm-train.phases.csv", 1.035},
-    {"resnet18-train.csv", "phases/resnet18-train.phases.csv", 1.062},
+    {"resnet18-train.csv", "phases/resnet18-train.phases.csv", 1.058},
     {"resnet50-infer.csv", "phases/resnet50-infer.phases.csv", 1.091},
     {"transformer-train.csv", "phases/transformer-train.phases.csv", 1.021},
     {"captured/bert-infer.csv.gz", "", 1.041},
-    {"captured/densenet121-infer.csv.gz", "", 1.280},
-    {"captured/efficientnet_b0-train.csv.gz", "", 1.015},
-    {"captured/gpt-decoder-train.csv.gz", "", 1.035},
+    {"captured/densenet121-infer.csv.gz", "", 1.136},
+    {"captured/efficientnet_b0-train.csv.gz", "", 1.014},
+    {"captured/gpt-decoder-train.csv.gz", "", 1.032},
     {"captured/gru-seq2seq-train.csv.gz", "", 1.010},
     {"captured/mobilenet_v2-train.csv.gz", "", 1.011},
-    {"captured/squeezenet1_1-train.csv.gz", "", 1.095},
-    {"captured/vgg11-train.csv.gz", "", 1.010},
+    {"captured/squeezenet1_1-train.csv.gz", "", 1.076},
+    {"captured/vgg11-train.csv.gz", "", 1.025},
     // Small models (peak live 11-195 MiB): three of the seven miss the goal,
     // to the 2 MiB growth floor and to pinning (README).
-    {"captured/densenet121-infer-b2.csv.gz", "", 1.100},
+    {"captured/densenet121-infer-b2.csv.gz", "", 1.088},
     {"captured/gru-small-train.csv.gz", "", 1.190},
     {"captured/mlp-train.csv.gz", "", 1.155},
-    {"captured/mobilenet_v2-infer-b1.csv.gz", "", 1.050},
+    {"captured/mobilenet_v2-infer-b1.csv.gz", "", 1.048},
     {"captured/resnet18-infer-b1.csv.gz", "", 1.030},
-    {"captured/resnet18-train-b2.csv.gz", "", 1.050},
+    {"captured/resnet18-train-b2.csv.gz", "", 1.049},
     {"captured/squeezenet1_1-infer-b4.csv.gz", "", 1.355},
     // Dynamic shapes (sequence length or batch size per iteration): one of
     // the three whose largest shape comes last misses, to the pinning
     // (README).
-    {"captured/gpt-dynseq-train.csv.gz", "", 1.060},
+    {"captured/gpt-dynseq-train.csv.gz", "", 1.056},
     {"captured/bert-dynbatch-infer.csv.gz", "", 1.045},
-    {"captured/resnet18-dynbatch-infer.csv.gz", "", 1.030},
-    {"captured/resnet18-dyngrow-infer.csv.gz", "", 1.110},
-    {"captured/gru-dynseq-train.csv.gz", "", 1.075},
-    {"captured/gpt-dyngrow-train.csv.gz", "", 1.070},
-    {"captured/bert-dyngrow-infer.csv.gz", "", 1.045},
+    {"captured/resnet18-dynbatch-infer.csv.gz", "", 1.027},
+    {"captured/resnet18-dyngrow-infer.csv.gz", "", 1.108},
+    {"captured/gru-dynseq-train.csv.gz", "", 1.071},
+    {"captured/gpt-dyngrow-train.csv.gz", "", 1.074},
+    {"captured/bert-dyngrow-infer.csv.gz", "", 1.043},
 };
 
 // Failures name the trace, not the struct's bytes.

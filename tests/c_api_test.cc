@@ -1061,6 +1061,26 @@ std::vector<KeyCase> CApiKeyTest::KeyCases() {
          return PoolAfter256();
        },
        "pool 5242624", "pool 4194304"},
+      // 8 MiB free in a pool 2 MiB under its peak: 1 MiB gets a region of
+      // its own (growing within the peak), or is carved from the 8 MiB.
+      {"grow_below_peak_ratio",
+       "backend:host,memory_limit:64MiB,growth_policy:same_as_requested,"
+       "grow_below_peak_ratio:4",
+       "backend:host,memory_limit:64MiB,growth_policy:same_as_requested",
+       [] {
+         void* a = lib_.malloc(8 << 20, 0, kNoStream);
+         void* c = lib_.malloc(2 << 20, 0, kNoStream);
+         lib_.free(c, 0, 0, kNoStream);
+         lib_.empty_cache(0);  // the pool is 2 MiB under its peak
+         lib_.free(a, 0, 0, kNoStream);
+         void* b = lib_.malloc(1 << 20, 0, kNoStream);
+         bfc_stats s;
+         lib_.get_stats(0, &s);
+         lib_.free(b, 0, 0, kNoStream);
+         return NullOr(b, "allocated") + ", pool " +
+                std::to_string(s.pool_bytes);
+       },
+       "allocated, pool 9437184", "allocated, pool 8388608"},
       // 2 MiB held and freed, then 3 MiB: the pool would pass half of the
       // 8 MiB limit, so the free region goes back first.
       {"pool_release_threshold",

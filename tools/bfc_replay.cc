@@ -1072,6 +1072,11 @@ constexpr ComparedPolicy kComparedPolicies[] = {
      "release_before_extend:true,growth_policy:same_as_requested"},
     {"same_as_requested, split any rest",
      "min_split_remainder_bytes:256,growth_policy:same_as_requested"},
+    // Alone over same_as_requested the pool never stands below its peak, so
+    // the rule acts only beside release_before_extend.
+    {"same_as_requested, release first, grow below the peak",
+     "release_before_extend:true,growth_policy:same_as_requested,"
+     "grow_below_peak_ratio:4"},
     {"huge allocations alone", "huge_allocation_bytes:64MiB"},
 };
 

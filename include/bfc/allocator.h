@@ -437,11 +437,25 @@ class Allocator {
   // large for the request (MaxFitFor) is not taken unless `any_size`. Once
   // several streams are in use, only chunks safe for alloc_stream_ (unless
   // `unsafe_ok`).
+  // With grow_below_peak_ratio, a best fit that many times what the pool
+  // would grow for the request is left in its bin while the pool may grow
+  // within its peak (PreferGrowth; grow_instead_ is set), unless `any_size`
+  // or `whole_ok`.
   template <bool kMaySlow = true>
   ABSL_ATTRIBUTE_ALWAYS_INLINE ChunkHandle FindChunk(size_t alignment,
                                                      size_t rounded_bytes,
                                                      bool any_size = false,
-                                                     bool unsafe_ok = false)
+                                                     bool unsafe_ok = false,
+                                                     bool whole_ok = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // grow_below_peak_ratio: whether a request of `rounded_bytes` whose best
+  // fit is `best_fit_bytes` should get a region of its own instead: the
+  // best fit is at least grow_below_peak_ratio times the region the growth
+  // policy would take, the pool grown by that region stays within its peak
+  // so far and the release threshold, and the limit has room for the region
+  // and one more chunk of the best fit's size. Out of line: it runs only
+  // for a best fit that large.
+  bool PreferGrowth(size_t rounded_bytes, size_t best_fit_bytes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // With max_split_bytes: the size a chunk must stay below to serve a request
   // of `rounded_bytes` (PyTorch: a small request never takes an oversize
@@ -978,6 +992,8 @@ class Allocator {
   static constexpr size_t kMaxUnsplitWaste = size_t{20} << 20;
   // pool_release_threshold x the limit; SIZE_MAX when off.
   const size_t pool_release_target_;
+  // grow_below_peak_ratio with growth on; 0: off.
+  const size_t grow_below_peak_ratio_;
 
   // Guards everything below. Taken after the C ABI's registry mutex and
   // before the log sink's (bfc/internal/mutex.h, "Locks"); held across calls
@@ -1098,6 +1114,10 @@ class Allocator {
   StreamSlot alloc_stream_ ABSL_GUARDED_BY(mutex_) = 0;
   // Its AllocationAttributes::host_ready.
   bool alloc_host_ready_ ABSL_GUARDED_BY(mutex_) = false;
+  // Set by FindChunk when it left a best fit whole for PreferGrowth: the
+  // growth that follows gives nothing back first, and if it fails, that
+  // chunk serves after all (AllocateLocked).
+  bool grow_instead_ ABSL_GUARDED_BY(mutex_) = false;
   StreamStats stream_stats_ ABSL_GUARDED_BY(mutex_);
   absl::Status stream_error_ ABSL_GUARDED_BY(mutex_);
   size_t total_region_allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -50,6 +50,10 @@
  *       huge_allocation_bytes   bytes, 0: off           (default 0)
  *       min_split_remainder_bytes bytes, 0: TF's rule only (default 0)
  *       max_split_bytes         bytes, 0: off           (default 0)
+ *       grow_below_peak_ratio   an integer >= 0, 0: off (default 0)
+ *                               a region of the request's own rather than
+ *                               a free chunk this many times larger, while
+ *                               the pool stays within its peak
  *       pool_release_threshold  a fraction of the limit in [0, 1], 0: off
  *                                                       (default 0)
  *       extend_by_missing_tail  true | false            (default false)

@@ -143,7 +143,9 @@ absl::Span<const AllocatorPreset> AllocatorPresets() {
   // (bfc-replay --backend=sim-cudamalloc; README "Choosing a preset"):
   // exact-size regions, with a 2 MiB floor for requests of at most 1 MiB
   // (PyTorch's small-request segments), splitting any rest worth a chunk,
-  // and giving wholly free regions back before taking more.
+  // growing rather than breaking a free chunk four times the region while
+  // that costs no peak, and giving wholly free regions back before taking
+  // more.
   static constexpr AllocatorPreset kPresets[] = {
       {"tf",
        "growth_policy:doubling,initial_region_bytes:2MiB,"
@@ -151,8 +153,8 @@ absl::Span<const AllocatorPreset> AllocatorPresets() {
        "min_growth_step_max_request_bytes:0,"
        "release_before_extend:false,huge_allocation_bytes:0,"
        "min_split_remainder_bytes:0,max_split_bytes:0,"
-       "pool_release_threshold:0,extend_by_missing_tail:false,"
-       "release_partial_regions:false",
+       "grow_below_peak_ratio:0,pool_release_threshold:0,"
+       "extend_by_missing_tail:false,release_partial_regions:false",
        "TensorFlow's BFC: regions double from 2 MiB, TF's split rule (the "
        "default)"},
       {"low_footprint",
@@ -161,10 +163,11 @@ absl::Span<const AllocatorPreset> AllocatorPresets() {
        "min_growth_step_max_request_bytes:1MiB,"
        "release_before_extend:true,huge_allocation_bytes:0,"
        "min_split_remainder_bytes:256,max_split_bytes:0,"
-       "pool_release_threshold:0,extend_by_missing_tail:false,"
-       "release_partial_regions:true",
+       "grow_below_peak_ratio:4,pool_release_threshold:0,"
+       "extend_by_missing_tail:false,release_partial_regions:true",
        "Regions of what is missing (2 MiB for requests up to 1 MiB), any "
-       "rest split off, "
+       "rest split off, a new region rather than a free chunk four times "
+       "its size while the pool stays within its peak, "
        "fully free regions (and, over backend vmm, the free pages inside "
        "regions) given back before the pool would pass its peak"},
   };

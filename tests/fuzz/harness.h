@@ -24,7 +24,8 @@
 //           coalescing sub-allocator without gaps, and a limit of 1 MiB or
 //           more) 64 KiB pages that can be given back one by one, with
 //           release_partial_regions; then every other opcode 12 is
-//           ReleaseFreeMemory (all, or some pages)
+//           ReleaseFreeMemory (all, or some pages); in every mode, bit 5
+//           sets grow_below_peak_ratio (2, or 4 with bit 6)
 //   then operations, one opcode byte each followed by its arguments. An
 //   allocation's `how` byte picks its stream (bits 2-3: the implicit stream
 //   or streams 1-3) and the account it is charged to (bits 4-5: none, the
@@ -251,6 +252,9 @@ class Harness {
         o.release_partial_regions = true;
       }
     }
+    // In the fault modes too: its growth may fail, and the chunk it left
+    // whole must then serve.
+    o.grow_below_peak_ratio = (frag & 32) ? ((frag & 64) ? 4 : 2) : 0;
     switch (mode) {
       case 4:
         f.fail_if = [which](size_t call, size_t) {
@@ -281,7 +285,8 @@ class Harness {
         "limit %d growth %d gc %d coalescing %d retry %d gap %d faults %d/%d "
         "frag %d policy %s cap %d floor %d up to %d initial %d release %d "
         "split %d "
-        "huge %d max_split %d release_threshold %g tail %d pages %d",
+        "huge %d max_split %d release_threshold %g tail %d pages %d "
+        "grow_below_peak %d",
         limit_, o.allow_growth, o.garbage_collection, f.supports_coalescing,
         o.allow_retry_on_failure, f.gap_bytes, mode, which, frag,
         GrowthPolicyName(o.growth_policy), o.max_growth_step_bytes,
@@ -289,7 +294,7 @@ class Harness {
         o.initial_region_bytes, o.release_before_extend,
         o.min_split_remainder_bytes, o.huge_allocation_bytes, o.max_split_bytes,
         o.pool_release_threshold, o.extend_by_missing_tail,
-        f.partial_free_bytes);
+        f.partial_free_bytes, o.grow_below_peak_ratio);
     gc_ = o.garbage_collection;
     journal_ = std::make_shared<testing::SubAllocatorJournal>();
     auto sub = std::make_unique<testing::FakeSubAllocator>(f, journal_);
