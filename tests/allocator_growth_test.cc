@@ -1014,6 +1014,42 @@ TEST(AllocatorGrowthTest, GrowBelowPeakRatioFallsBackWhenGrowthFails) {
   }
 }
 
+// With streams: the chunk left whole is another stream's, still in use
+// there, and the growth fails. It serves after all, through the one wait
+// that makes it safe (as without the rule), not a synchronization of every
+// stream.
+TEST(AllocatorGrowthTest, GrowBelowPeakRatioFallsBackToAnotherStreamsChunk) {
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.grow_below_peak_ratio = 4;
+  o.allow_retry_on_failure = false;
+  FakeSubAllocator::Options so;
+  so.fail_if = [](size_t call, size_t) { return call >= 2; };
+  Rig s = Make(o, 1 * kGiB, so);
+  auto owned = std::make_unique<testing::FakeStreamOps>();
+  testing::FakeStreamOps* ops = owned.get();
+  ASSERT_TRUE(s.alloc->SetStreamOps(std::move(owned)).ok());
+  const StreamId s1 = reinterpret_cast<StreamId>(1);
+  const StreamId s2 = reinterpret_cast<StreamId>(2);
+  void* big = s.alloc->AllocateRaw(256, 8 * kMiB);
+  void* other = s.alloc->AllocateRaw(256, 2 * kMiB);  // peak 10 MiB
+  s.alloc->DeallocateRaw(other);
+  EXPECT_EQ(s.alloc->ReleaseFreeRegions(), 2 * kMiB);  // pool 8 MiB
+  ops->Hold(s1);  // s1's work on the 8 MiB stays pending
+  ASSERT_TRUE(s.alloc->DeallocateOnStream(big, s1).ok());
+  absl::StatusOr<void*> small = s.alloc->AllocateOnStream(s2, 1 * kMiB);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(*small, big);                           // carved after all
+  EXPECT_EQ(s.journal->alloc_requests.size(), 3u);  // asked, refused
+  EXPECT_EQ(ops->counters().waits, 1);              // s2 waits for s1
+  EXPECT_EQ(ops->counters().syncs, 0);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  ops->Release(s1);
+  ops->CompleteAll();
+  ASSERT_TRUE(s.alloc->DeallocateOnStream(*small, s2).ok());
+}
+
 TEST(AllocatorGrowthTest, NewOptionsTerminateAndHonourTheLimit) {
   for (int mask = 0; mask < 16; ++mask) {
     SCOPED_TRACE(mask);

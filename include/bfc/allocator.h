@@ -895,8 +895,9 @@ class Allocator {
   // After FindChunk found nothing safe for alloc_stream_: poll, then (with
   // reuse_allow_internal_dependencies) take the best unsafe fit after making
   // the stream wait for it. kInvalidChunkHandle when neither works.
+  // `whole_ok` as for FindChunk.
   ChunkHandle FindChunkAcrossStreams(size_t alignment, size_t rounded_bytes,
-                                     bool any_size)
+                                     bool any_size, bool whole_ok = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // FindChunk(any_size), then FindChunkAcrossStreams: after the pool grew.
   ChunkHandle FindChunkForAnyStream(size_t alignment, size_t rounded_bytes)

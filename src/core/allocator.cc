@@ -882,10 +882,16 @@ void* Allocator::AllocateLocked(size_t alignment, size_t num_bytes,
     if (h == kInvalidChunkHandle && Extend(alignment, rounded)) {
       h = FindChunkForAnyStream(alignment, rounded);
     }
-    // The growth that was to spare a large chunk failed: the chunk serves.
+    // The growth that was to spare a large chunk failed: the chunk serves,
+    // found as it was (for another stream's chunk, with the wait that
+    // makes it safe).
     if (h == kInvalidChunkHandle && grow_instead_) {
       h = FindChunk(alignment, rounded, /*any_size=*/false,
                     /*unsafe_ok=*/false, /*whole_ok=*/true);
+      if (ABSL_PREDICT_FALSE(multi_stream_) && h == kInvalidChunkHandle) {
+        h = FindChunkAcrossStreams(alignment, rounded, /*any_size=*/false,
+                                   /*whole_ok=*/true);
+      }
     }
     // Out of memory with other streams' frees pending: wait for them all
     // (PyTorch's synchronize_and_free_events), then look again.
@@ -965,25 +971,28 @@ absl::Status Allocator::MakeHostReady(ChunkHandle h) {
 
 Allocator::ChunkHandle Allocator::FindChunkAcrossStreams(size_t alignment,
                                                          size_t rounded_bytes,
-                                                         bool any_size) {
+                                                         bool any_size,
+                                                         bool whole_ok) {
   // What other streams freed may have completed since: look (one query per
   // recorded event), after recording events for the best fit's streams so
   // that the next look can see them.
-  ChunkHandle best =
-      FindChunk(alignment, rounded_bytes, any_size, /*unsafe_ok=*/true);
+  ChunkHandle best = FindChunk(alignment, rounded_bytes, any_size,
+                               /*unsafe_ok=*/true, whole_ok);
   if (best == kInvalidChunkHandle) return kInvalidChunkHandle;
   const uint64_t fence = chunks_[best].fence;
   InsertFreeChunkIntoBin(best);  // back, unchanged
   CoverFence(fence);
   PollStreams();
   MergeDeferred();
-  ChunkHandle h = FindChunk(alignment, rounded_bytes, any_size);
+  ChunkHandle h = FindChunk(alignment, rounded_bytes, any_size,
+                            /*unsafe_ok=*/false, whole_ok);
   if (h != kInvalidChunkHandle) return h;
   if (!opts_.reuse_allow_internal_dependencies || stream_ops_ == nullptr) {
     return kInvalidChunkHandle;
   }
   // The best fit, once this stream waits for the work still using it.
-  h = FindChunk(alignment, rounded_bytes, any_size, /*unsafe_ok=*/true);
+  h = FindChunk(alignment, rounded_bytes, any_size, /*unsafe_ok=*/true,
+                whole_ok);
   if (h == kInvalidChunkHandle) return kInvalidChunkHandle;
   if (!InsertWaits(chunks_[h].fence, alloc_stream_).ok()) {
     InsertFreeChunkIntoBin(h);

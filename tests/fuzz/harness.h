@@ -25,7 +25,8 @@
 //           more) 64 KiB pages that can be given back one by one, with
 //           release_partial_regions; then every other opcode 12 is
 //           ReleaseFreeMemory (all, or some pages); in every mode, bit 5
-//           sets grow_below_peak_ratio (2, or 4 with bit 6)
+//           sets grow_below_peak_ratio (2, or 4 with bit 6), with
+//           same_as_requested and release_before_extend in modes 4-7
 //   then operations, one opcode byte each followed by its arguments. An
 //   allocation's `how` byte picks its stream (bits 2-3: the implicit stream
 //   or streams 1-3) and the account it is charged to (bits 4-5: none, the
@@ -253,8 +254,14 @@ class Harness {
       }
     }
     // In the fault modes too: its growth may fail, and the chunk it left
-    // whole must then serve.
+    // whole must then serve. There it comes with exact regions and
+    // releases before growth, without which the pool never stands below
+    // its peak and the rule never acts.
     o.grow_below_peak_ratio = (frag & 32) ? ((frag & 64) ? 4 : 2) : 0;
+    if (o.grow_below_peak_ratio != 0 && mode >= 4) {
+      o.growth_policy = GrowthPolicy::kSameAsRequested;
+      o.release_before_extend = true;
+    }
     switch (mode) {
       case 4:
         f.fail_if = [which](size_t call, size_t) {

@@ -75,6 +75,27 @@ def main():
             with open(os.path.join(OUT, "seed-%03d" % n), "wb") as f:
                 f.write(data)
             n += 1
+    # Growth options with release_before_extend (bit 2 of `which`) and
+    # grow_below_peak_ratio (bits 5-6 of byte 2): growth below the peak, its
+    # fallback, and the releases beside it. Written after the others so
+    # that their bytes stay as they were.
+    for mode in (1, 2, 3):
+        for which in (4 | 1, 4 | 8 | 1, 4 | 16):
+            config = (rng.getrandbits(8) & 0x7F) | 1  # growth on
+            frag = 32 | (64 if which & 8 else 0)
+            data = seed(rng, config, (mode << 5) | which, frag, rng.randrange(200, 600))
+            with open(os.path.join(OUT, "seed-%03d" % n), "wb") as f:
+                f.write(data)
+            n += 1
+    # grow_below_peak_ratio with failing sub-allocator calls: the growth it
+    # asks for may fail, and the chunk it spared must then serve.
+    for which in (5, 17, 30):
+        for frag in (32, 96):
+            config = (rng.getrandbits(8) & 0x7F) | 1
+            data = seed(rng, config, (4 << 5) | which, frag, rng.randrange(300, 600))
+            with open(os.path.join(OUT, "seed-%03d" % n), "wb") as f:
+                f.write(data)
+            n += 1
     print("wrote %d seeds to %s" % (n, OUT))
 
 
