@@ -924,6 +924,28 @@ TEST(AllocatorGrowthTest, GrowBelowPeakRatioKeepsALargeFreeChunkWhole) {
   }
 }
 
+// Over a sub-allocator whose regions merge the rule is off: a small region
+// beside the free chunk would join it and spare nothing.
+TEST(AllocatorGrowthTest, GrowBelowPeakRatioIsOffWhereRegionsMerge) {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.grow_below_peak_ratio = 4;
+  FakeSubAllocator::Options so;
+  so.supports_coalescing = true;
+  so.gap_bytes = 4 * kKiB;  // never contiguous, so nothing merges here
+  Rig s = Make(o, 1 * kGiB, so);
+  void* big = s.alloc->AllocateRaw(256, 8 * kMiB);
+  void* other = s.alloc->AllocateRaw(256, 2 * kMiB);
+  s.alloc->DeallocateRaw(other);
+  EXPECT_EQ(s.alloc->ReleaseFreeRegions(), 2 * kMiB);
+  s.alloc->DeallocateRaw(big);
+  void* small = s.alloc->AllocateRaw(256, 1 * kMiB);
+  ASSERT_NE(small, nullptr);
+  EXPECT_THAT(s.journal->alloc_requests, ElementsAre(8 * kMiB, 2 * kMiB));
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(small);
+}
+
 // Growth that would pass the peak is not worth a whole chunk: at the peak
 // the best fit serves as without the option; so does a best fit under the
 // ratio times the region, and one the growth floor makes too small a

@@ -993,7 +993,10 @@ class Allocator {
   static constexpr size_t kMaxUnsplitWaste = size_t{20} << 20;
   // pool_release_threshold x the limit; SIZE_MAX when off.
   const size_t pool_release_target_;
-  // grow_below_peak_ratio with growth on; 0: off.
+  // grow_below_peak_ratio with growth on and a sub-allocator that does not
+  // coalesce (where regions merge, a small region beside a free chunk joins
+  // it and spares nothing: over the vmm backend the rule only added calls,
+  // resnet18-train 1.024 -> 1.026); 0: off.
   const size_t grow_below_peak_ratio_;
 
   // Guards everything below. Taken after the C ABI's registry mutex and

@@ -115,7 +115,8 @@ enum class GrowthPolicy {
   X(int, grow_below_peak_ratio, 0, kCount, "",                                \
     "While the pool, grown, stays within its peak so far, a request whose "   \
     "best fit is at least this many times the region it would grow gets "     \
-    "that region instead, keeping the large free chunk whole (0: off)")       \
+    "that region instead, keeping the large free chunk whole (without a "     \
+    "coalescing sub-allocator) (0: off)")                                     \
   X(double, pool_release_threshold, 0.0, kFraction, "of the limit",           \
     "Before growing the pool past this fraction of the limit, give the "      \
     "least recently freed fully-free regions back (0: off; PyTorch's "        \

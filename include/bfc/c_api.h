@@ -53,7 +53,8 @@
  *       grow_below_peak_ratio   an integer >= 0, 0: off (default 0)
  *                               a region of the request's own rather than
  *                               a free chunk this many times larger, while
- *                               the pool stays within its peak
+ *                               the pool stays within its peak (regions
+ *                               that never merge: cuda, sim-cudamalloc)
  *       pool_release_threshold  a fraction of the limit in [0, 1], 0: off
  *                                                       (default 0)
  *       extend_by_missing_tail  true | false            (default false)

@@ -193,7 +193,8 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
       pool_release_target_(
           PoolReleaseTarget(options.pool_release_threshold, total_memory)),
       grow_below_peak_ratio_(
-          options.allow_growth && options.grow_below_peak_ratio > 0
+          options.allow_growth && !coalesce_regions_ &&
+                  options.grow_below_peak_ratio > 0
               ? static_cast<size_t>(options.grow_below_peak_ratio)
               : 0) {
   Lock lock(this);
