@@ -884,6 +884,27 @@ TEST(AllocatorGrowthTest, ReleasePartialRegionsGivesPagesBackBeforeGrowing) {
       static_cast<size_t>(whole.alloc->GetStats()->peak_pool_bytes.value()));
 }
 
+// grow_below_peak_ratio's tests: exact regions, the ratio at 4.
+Allocator::Options GrowBelowPeakOptions() {
+  Allocator::Options o;
+  o.growth_policy = GrowthPolicy::kSameAsRequested;
+  o.grow_below_peak_ratio = 4;
+  o.allow_retry_on_failure = false;
+  return o;
+}
+
+// Leaves `a` with one free region of `chunk` bytes, the whole pool, under a
+// peak of `chunk` + `other` (the `other` region given back).
+void FreeChunkBelowThePeak(Allocator& a, size_t chunk, size_t other) {
+  void* c = a.AllocateRaw(256, chunk);
+  void* o = a.AllocateRaw(256, other);
+  ASSERT_NE(c, nullptr);
+  ASSERT_NE(o, nullptr);
+  a.DeallocateRaw(o);
+  EXPECT_EQ(a.ReleaseFreeRegions(), other);
+  a.DeallocateRaw(c);
+}
+
 // grow_below_peak_ratio: a request whose best fit is at least the ratio
 // times the region it would grow gets that region while the pool, grown,
 // stays within its peak; at the peak, or with the ratio off, it is carved
@@ -891,15 +912,10 @@ TEST(AllocatorGrowthTest, ReleasePartialRegionsGivesPagesBackBeforeGrowing) {
 TEST(AllocatorGrowthTest, GrowBelowPeakRatioKeepsALargeFreeChunkWhole) {
   for (const int ratio : {0, 4}) {
     SCOPED_TRACE(ratio);
-    Allocator::Options o;
-    o.growth_policy = GrowthPolicy::kSameAsRequested;
+    Allocator::Options o = GrowBelowPeakOptions();
     o.grow_below_peak_ratio = ratio;
     Rig s = Make(o);
-    void* big = s.alloc->AllocateRaw(256, 8 * kMiB);
-    void* other = s.alloc->AllocateRaw(256, 2 * kMiB);  // peak: 10 MiB
-    s.alloc->DeallocateRaw(other);
-    EXPECT_EQ(s.alloc->ReleaseFreeRegions(), 2 * kMiB);  // pool 8 MiB
-    s.alloc->DeallocateRaw(big);
+    FreeChunkBelowThePeak(*s.alloc, 8 * kMiB, 2 * kMiB);  // peak: 10 MiB
     // 8 MiB free; 1 MiB + 8 MiB is within the 10 MiB peak.
     void* small = s.alloc->AllocateRaw(256, 1 * kMiB);
     ASSERT_NE(small, nullptr);
@@ -927,18 +943,11 @@ TEST(AllocatorGrowthTest, GrowBelowPeakRatioKeepsALargeFreeChunkWhole) {
 // Over a sub-allocator whose regions merge the rule is off: a small region
 // beside the free chunk would join it and spare nothing.
 TEST(AllocatorGrowthTest, GrowBelowPeakRatioIsOffWhereRegionsMerge) {
-  Allocator::Options o;
-  o.growth_policy = GrowthPolicy::kSameAsRequested;
-  o.grow_below_peak_ratio = 4;
   FakeSubAllocator::Options so;
   so.supports_coalescing = true;
   so.gap_bytes = 4 * kKiB;  // never contiguous, so nothing merges here
-  Rig s = Make(o, 1 * kGiB, so);
-  void* big = s.alloc->AllocateRaw(256, 8 * kMiB);
-  void* other = s.alloc->AllocateRaw(256, 2 * kMiB);
-  s.alloc->DeallocateRaw(other);
-  EXPECT_EQ(s.alloc->ReleaseFreeRegions(), 2 * kMiB);
-  s.alloc->DeallocateRaw(big);
+  Rig s = Make(GrowBelowPeakOptions(), 1 * kGiB, so);
+  FreeChunkBelowThePeak(*s.alloc, 8 * kMiB, 2 * kMiB);
   void* small = s.alloc->AllocateRaw(256, 1 * kMiB);
   ASSERT_NE(small, nullptr);
   EXPECT_THAT(s.journal->alloc_requests, ElementsAre(8 * kMiB, 2 * kMiB));
@@ -951,9 +960,7 @@ TEST(AllocatorGrowthTest, GrowBelowPeakRatioIsOffWhereRegionsMerge) {
 // ratio times the region, and one the growth floor makes too small a
 // multiple (the region grown would be the 2 MiB floor, not 256 KiB).
 TEST(AllocatorGrowthTest, GrowBelowPeakRatioOnlyWithinThePeakAndTheRatio) {
-  Allocator::Options o;
-  o.growth_policy = GrowthPolicy::kSameAsRequested;
-  o.grow_below_peak_ratio = 4;
+  const Allocator::Options o = GrowBelowPeakOptions();
   Rig s = Make(o);
   void* big = s.alloc->AllocateRaw(256, 8 * kMiB);
   s.alloc->DeallocateRaw(big);  // pool = peak = 8 MiB
@@ -965,11 +972,7 @@ TEST(AllocatorGrowthTest, GrowBelowPeakRatioOnlyWithinThePeakAndTheRatio) {
   Allocator::Options f = o;
   f.min_growth_step_bytes = 4 * kMiB;
   Rig t = Make(f);
-  void* x = t.alloc->AllocateRaw(256, 12 * kMiB);
-  void* y = t.alloc->AllocateRaw(256, 8 * kMiB);  // peak: 20 MiB
-  t.alloc->DeallocateRaw(y);
-  EXPECT_EQ(t.alloc->ReleaseFreeRegions(), 8 * kMiB);  // pool 12 MiB
-  t.alloc->DeallocateRaw(x);
+  FreeChunkBelowThePeak(*t.alloc, 12 * kMiB, 8 * kMiB);  // peak: 20 MiB
   // 256 KiB: the region grown would be the 4 MiB floor, and 12 MiB is
   // under 4 x 4 MiB: carved from the free chunk.
   void* z = t.alloc->AllocateRaw(256, 256 * kKiB);
@@ -988,18 +991,11 @@ TEST(AllocatorGrowthTest, GrowBelowPeakRatioOnlyWithinThePeakAndTheRatio) {
 // the chunk serves, nothing fails. And near the limit the chunk serves
 // without asking.
 TEST(AllocatorGrowthTest, GrowBelowPeakRatioFallsBackWhenGrowthFails) {
-  Allocator::Options o;
-  o.growth_policy = GrowthPolicy::kSameAsRequested;
-  o.grow_below_peak_ratio = 4;
-  o.allow_retry_on_failure = false;
+  const Allocator::Options o = GrowBelowPeakOptions();
   FakeSubAllocator::Options so;
   so.fail_if = [](size_t call, size_t) { return call >= 2; };
   Rig s = Make(o, 1 * kGiB, so);
-  void* big = s.alloc->AllocateRaw(256, 8 * kMiB);
-  void* other = s.alloc->AllocateRaw(256, 2 * kMiB);
-  s.alloc->DeallocateRaw(other);
-  EXPECT_EQ(s.alloc->ReleaseFreeRegions(), 2 * kMiB);
-  s.alloc->DeallocateRaw(big);
+  FreeChunkBelowThePeak(*s.alloc, 8 * kMiB, 2 * kMiB);
   void* small = s.alloc->AllocateRaw(256, 1 * kMiB);
   ASSERT_NE(small, nullptr);
   EXPECT_GE(s.journal->alloc_requests.size(), 3u);  // asked, refused
@@ -1016,11 +1012,7 @@ TEST(AllocatorGrowthTest, GrowBelowPeakRatioFallsBackWhenGrowthFails) {
   for (const size_t limit : {17 * kMiB, 16 * kMiB}) {
     SCOPED_TRACE(limit);
     Rig t = Make(o, limit);
-    void* b2 = t.alloc->AllocateRaw(256, 8 * kMiB);
-    void* o2 = t.alloc->AllocateRaw(256, 1 * kMiB);  // peak 9 MiB
-    t.alloc->DeallocateRaw(o2);
-    EXPECT_EQ(t.alloc->ReleaseFreeRegions(), 1 * kMiB);
-    t.alloc->DeallocateRaw(b2);
+    FreeChunkBelowThePeak(*t.alloc, 8 * kMiB, 1 * kMiB);  // peak 9 MiB
     void* s2 = t.alloc->AllocateRaw(256, 1 * kMiB);
     ASSERT_NE(s2, nullptr);
     EXPECT_EQ(t.journal->alloc_requests.size(), limit == 17 * kMiB ? 3u : 2u);
@@ -1042,13 +1034,9 @@ TEST(AllocatorGrowthTest, GrowBelowPeakRatioFallsBackWhenGrowthFails) {
 // stream.
 TEST(AllocatorGrowthTest, GrowBelowPeakRatioFallsBackToAnotherStreamsChunk) {
   testing::QuietLog quiet;
-  Allocator::Options o;
-  o.growth_policy = GrowthPolicy::kSameAsRequested;
-  o.grow_below_peak_ratio = 4;
-  o.allow_retry_on_failure = false;
   FakeSubAllocator::Options so;
   so.fail_if = [](size_t call, size_t) { return call >= 2; };
-  Rig s = Make(o, 1 * kGiB, so);
+  Rig s = Make(GrowBelowPeakOptions(), 1 * kGiB, so);
   auto owned = std::make_unique<testing::FakeStreamOps>();
   testing::FakeStreamOps* ops = owned.get();
   ASSERT_TRUE(s.alloc->SetStreamOps(std::move(owned)).ok());
