@@ -1,6 +1,7 @@
 // File: tests/bin_test.cc
 #include "bfc/internal/bin.h"
 
+#include <limits>
 #include <random>
 #include <set>
 #include <utility>
@@ -41,6 +42,9 @@ TEST(BinMathTest, BinNumForSizeMatchesTheSizeClasses) {
   EXPECT_EQ(BinNumForSize((size_t{256} << 20) - 1), 19);
   EXPECT_EQ(BinNumForSize(size_t{256} << 20), 20);
   EXPECT_EQ(BinNumForSize(size_t{1} << 40), 20);  // the last bin takes the rest
+  EXPECT_EQ(BinNumForSize(std::numeric_limits<size_t>::max()), 20);
+  for (size_t bytes = 1; bytes < 256; ++bytes)
+    EXPECT_EQ(BinNumForSize(bytes), 0);
   for (BinNum b = 0; b < kNumBins; ++b) {
     EXPECT_EQ(BinNumForSize(BinNumToSize(b)), b);
     if (b > 0) {

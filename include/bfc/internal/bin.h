@@ -55,9 +55,11 @@ inline size_t BinNumToSize(BinNum b) { return kMinAllocationSize << b; }
 
 // The bin for a chunk (or request) of `bytes`.
 inline BinNum BinNumForSize(size_t bytes) {
-  uint64_t v = (bytes < kMinAllocationSize ? kMinAllocationSize : bytes) >>
-               kMinAllocationBits;
-  const int log2 = 63 - __builtin_clzll(v);
+  // floor(log2(max(bytes, 256) / 256)) without the max: or-ing in the
+  // granule leaves the top bit of a larger size alone and makes a smaller one
+  // a granule.
+  const int log2 = 63 - __builtin_clzll(uint64_t{bytes} | kMinAllocationSize) -
+                   kMinAllocationBits;
   return log2 < kNumBins - 1 ? log2 : kNumBins - 1;
 }
 
