@@ -278,7 +278,10 @@ class Bin {
   // The largest free chunk, or nullptr when empty.
   const Entry* Largest() const;
 
-  bool empty() const { return small_ ? num_small_ == 0 : free_chunks_.empty(); }
+  // By the byte count, which both representations keep: every entry has a
+  // non-zero size (Validate), and one load tests it without asking which
+  // representation holds the entries.
+  bool empty() const { return total_bytes_ == 0; }
   size_t size() const { return small_ ? num_small_ : free_chunks_.size(); }
   size_t total_bytes() const { return total_bytes_; }
   // Heap bytes held by the set's nodes (live and recycled). The small array
