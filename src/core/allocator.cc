@@ -1202,14 +1202,12 @@ bool Allocator::MergeTimestampedChunks(size_t required_bytes) {
       QueueTimestamped(h);
       continue;
     }
-    const bool was_whole_region = chunks_[h].prev == kInvalidChunkHandle &&
-                                  chunks_[h].next == kInvalidChunkHandle;
+    const bool was_whole_region = chunks_[h].whole_region();
     RemoveFreeChunkFromBin(h);
     const ChunkHandle merged = TryToCoalesce(h);
     InsertFreeChunkIntoBin(merged);
     if (stamp_free_regions_ && !was_whole_region &&
-        chunks_[merged].prev == kInvalidChunkHandle &&
-        chunks_[merged].next == kInvalidChunkHandle) {
+        chunks_[merged].whole_region()) {
       LinkFreeRegion(merged);
     }
     if (required_bytes > 0) {
@@ -1253,8 +1251,7 @@ bool Allocator::ForceMergeRegion(const internal::AllocationRegion& r,
     RemoveFreeChunkFromBin(h);
     const ChunkHandle merged = TryToCoalesce(h);
     InsertFreeChunkIntoBin(merged);
-    if (stamp_free_regions_ && chunks_[merged].prev == kInvalidChunkHandle &&
-        chunks_[merged].next == kInvalidChunkHandle) {
+    if (stamp_free_regions_ && chunks_[merged].whole_region()) {
       LinkFreeRegion(merged);
     }
     if (FreedAt(merged) != 0) QueueTimestamped(merged);
@@ -1357,8 +1354,7 @@ void Allocator::MergeDeferred() {
       merged = TryToCoalesce(merged);
     }
     InsertFreeChunkIntoBin(merged);
-    if (stamp_free_regions_ && chunks_[merged].prev == kInvalidChunkHandle &&
-        chunks_[merged].next == kInvalidChunkHandle) {
+    if (stamp_free_regions_ && chunks_[merged].whole_region()) {
       LinkFreeRegion(merged);
     }
   }
@@ -1486,9 +1482,7 @@ template <bool kMaySlow>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* Allocator::AllocateChunk(
     ChunkHandle h, size_t alignment, size_t rounded_bytes, size_t num_bytes,
     bool may_split) {
-  if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
-      chunks_[h].prev == kInvalidChunkHandle &&
-      chunks_[h].next == kInvalidChunkHandle) {
+  if (ABSL_PREDICT_FALSE(stamp_free_regions_) && chunks_[h].whole_region()) {
     UnlinkFreeRegion(h);  // its region is not fully free any more
   }
   if (alignment > kMinAllocationSize) {
@@ -1907,7 +1901,7 @@ void Allocator::GiveBackFreeChunk(ChunkHandle h) {
   const Chunk& c = chunks_[h];
   if (c.in_use() || !FenceComplete(c.fence)) return;
   bool released = false;
-  if (c.prev == kInvalidChunkHandle && c.next == kInvalidChunkHandle) {
+  if (c.whole_region()) {
     released = ReleaseRegionLocked(internal::AllocationRegion(c.ptr, c.size),
                                    /*binned=*/true);
   } else if (timing_counter_ == nullptr) {  // see ReleaseFreeInteriors
@@ -2176,8 +2170,7 @@ size_t Allocator::ReleaseChunkInterior(ChunkHandle h) {
     if (left == kInvalidChunkHandle) continue;
     InsertFreeChunkIntoBin(left);
     if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
-        chunks_[left].prev == kInvalidChunkHandle &&
-        chunks_[left].next == kInvalidChunkHandle) {
+        chunks_[left].whole_region()) {
       LinkFreeRegion(left);
     }
   }
@@ -2189,8 +2182,7 @@ size_t Allocator::ReleaseChunkInterior(ChunkHandle h) {
          {head == kInvalidChunkHandle ? c.prev : kInvalidChunkHandle,
           tail == kInvalidChunkHandle ? c.next : kInvalidChunkHandle}) {
       if (n != kInvalidChunkHandle && !chunks_[n].in_use() &&
-          chunks_[n].prev == kInvalidChunkHandle &&
-          chunks_[n].next == kInvalidChunkHandle) {
+          chunks_[n].whole_region()) {
         LinkFreeRegion(n);
       }
     }
@@ -2725,9 +2717,7 @@ Allocator::TryToCoalesce(ChunkHandle h) {
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void Allocator::BinFreeChunk(
     ChunkHandle h, const char* what) {
   InsertFreeChunkIntoBin(h);
-  if (ABSL_PREDICT_FALSE(stamp_free_regions_) &&
-      chunks_[h].prev == kInvalidChunkHandle &&
-      chunks_[h].next == kInvalidChunkHandle) {
+  if (ABSL_PREDICT_FALSE(stamp_free_regions_) && chunks_[h].whole_region()) {
     LinkFreeRegion(h);
   }
   WakeWaiters();

@@ -50,6 +50,13 @@ struct Chunk {
   // of its size (BinNumForSize).
 
   bool in_use() const { return allocation_id != -1; }
+  // No neighbour on either side: the chunk is its whole region. One test of
+  // both handles at once (kInvalidChunkHandle is all ones), so a free's
+  // data-dependent neighbour pattern costs one branch, not two.
+  bool whole_region() const {
+    static_assert(kInvalidChunkHandle == ~ChunkHandle{0});
+    return (prev & next) == kInvalidChunkHandle;
+  }
   uintptr_t addr() const { return reinterpret_cast<uintptr_t>(ptr); }
   uintptr_t end_addr() const { return addr() + size; }
 
