@@ -27,6 +27,28 @@ TEST(ChunkTest, FreeChunksHaveIdMinusOne) {
   EXPECT_THAT(c.DebugString(), ::testing::HasSubstr("size=512"));
 }
 
+// A chunk is its whole region only with no neighbour on either side; any
+// valid handle on one side (including 0 and the largest valid one, whose
+// bits overlap the invalid handle's) means a neighbour.
+TEST(ChunkTest, WholeRegionOnlyWithoutNeighbours) {
+  Chunk c;
+  EXPECT_TRUE(c.whole_region());
+  for (const ChunkHandle h :
+       {ChunkHandle{0}, ChunkHandle{7}, kInvalidChunkHandle - 1}) {
+    c.prev = h;
+    c.next = kInvalidChunkHandle;
+    EXPECT_FALSE(c.whole_region()) << "prev " << h;
+    c.prev = kInvalidChunkHandle;
+    c.next = h;
+    EXPECT_FALSE(c.whole_region()) << "next " << h;
+    c.prev = h;
+    EXPECT_FALSE(c.whole_region()) << "both " << h;
+  }
+  c.prev = kInvalidChunkHandle;
+  c.next = kInvalidChunkHandle;
+  EXPECT_TRUE(c.whole_region());
+}
+
 TEST(ChunkTableTest, RecyclesFreedHandlesLastInFirstOut) {
   ChunkTable t;
   const ChunkHandle a = t.Allocate();
