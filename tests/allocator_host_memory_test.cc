@@ -11,6 +11,8 @@
 // allocation nullptr, a stream call ResourceExhausted with nothing changed),
 // and once the host has memory again everything is freed and allocating
 // works.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +29,8 @@
 #include "bfc/allocator.h"
 #include "bfc/allocator_options.h"
 #include "bfc/internal/check.h"
+#include "bfc/internal/chunk.h"
+#include "bfc/internal/shortage.h"
 #include "bfc/shared_counter.h"
 #include "bfc/stream_ops.h"
 #include "bfc/virtual_sub_allocator.h"
@@ -465,6 +469,73 @@ TEST(HostMemoryCallTest, InvalidPointersOfTheStatusCalls) {
   EXPECT_EQ(used.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(freed.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(a->Validate().ok()) << a->Validate();
+}
+
+// The chunk table takes its memory by committing blocks of a reserved range
+// (bfc/internal/chunk.h), not through operator new; testing/failing_new.cc
+// refuses such a commit by its length. A block that cannot be committed
+// fails the allocation that needed it, whole, and nothing else: the
+// allocations before it stand, Validate() holds, and once the host has
+// memory again allocating works and everything frees.
+TEST(HostMemoryCallTest, AChunkTableBlockThatCannotBeCommitted) {
+  if (internal::ValidateEveryCall()) {
+    GTEST_SKIP() << "Validate allocates inside every call at level 2";
+  }
+  if (sysconf(_SC_PAGESIZE) != 4096) {
+    GTEST_SKIP() << "a block's commit length is counted in 4 KiB pages here";
+  }
+  testing::QuietLog quiet;
+  Allocator::Options o;
+  o.allow_retry_on_failure = false;
+  Allocator a(std::make_unique<VirtualSubAllocator>(size_t{1} << 30),
+              size_t{1} << 29, "commit", o);
+  constexpr size_t kBlock = internal::ChunkTable::kBlockChunks;
+  const size_t block_bytes = kBlock * sizeof(internal::Chunk);
+  ASSERT_EQ(block_bytes % 4096, 0u);
+  // The first block: the first allocation needs it.
+  g_host = HostMemory{};
+  g_host.fail_size = block_bytes;
+  {
+    Armed armed;
+    EXPECT_EQ(a.AllocateRaw(kMinAllocationSize, 256), nullptr);
+  }
+  EXPECT_EQ(g_host.failed, 1);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  // With memory, the first block comes. Then the second: granules until the
+  // table must grow past the first.
+  g_host = HostMemory{};
+  std::vector<void*> live = {a.AllocateRaw(kMinAllocationSize, 256)};
+  ASSERT_NE(live[0], nullptr);
+  long failed = 0;
+  g_host.fail_size = block_bytes;
+  for (size_t i = 0; i < 2 * kBlock && failed == 0; ++i) {
+    void* p = nullptr;
+    {
+      Armed armed;
+      p = a.AllocateRaw(kMinAllocationSize, 256);
+    }
+    if (p == nullptr) {
+      ++failed;
+    } else {
+      live.push_back(p);
+    }
+  }
+  EXPECT_EQ(failed, 1);
+  EXPECT_GE(g_host.failed, 1);
+  // Every slot of the first block but the one a region's rest holds went to
+  // an allocation before the refusal, none after it.
+  EXPECT_GE(live.size(), kBlock - internal::kSpareEntries - 1);
+  EXPECT_LT(live.size(), kBlock);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  g_host = HostMemory{};
+  for (int i = 0; i < 8; ++i) {
+    void* p = a.AllocateRaw(kMinAllocationSize, 256);
+    ASSERT_NE(p, nullptr);
+    live.push_back(p);
+  }
+  for (void* p : live) a.DeallocateRaw(p);
+  EXPECT_TRUE(a.Validate().ok()) << a.Validate();
+  EXPECT_EQ(a.GetStats()->bytes_in_use, 0);
 }
 
 // Validate allocates for its checks; without host memory it says so and

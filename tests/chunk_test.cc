@@ -1,6 +1,12 @@
 // File: tests/chunk_test.cc
 #include "bfc/internal/chunk.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <new>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -69,6 +75,111 @@ TEST(ChunkTableTest, RecyclesFreedHandlesLastInFirstOut) {
   EXPECT_TRUE(t.InRange(c));
   EXPECT_FALSE(t.InRange(3));
   EXPECT_GE(t.MetadataBytes(), 3 * sizeof(Chunk));
+}
+
+// The blocks lie end to end in one reserved range: chunk h sits h records
+// after chunk 0, across block boundaries, and a chunk never moves as the
+// table grows.
+// A destroyed table's range serves the next table that fits in it: the same
+// address, its chunks fresh (nothing of the old table's shows through), and
+// a range too small for the next table is not taken.
+TEST(ChunkTableTest, TheNextTableReusesADestroyedTablesRange) {
+  ChunkTable::DropParkedRange();
+  constexpr size_t kMax = 4 * ChunkTable::kBlockChunks;
+  Chunk* old_base = nullptr;
+  {
+    ChunkTable a;
+    a.set_max_chunks(kMax);
+    for (size_t i = 0; i < 2 * ChunkTable::kBlockChunks; ++i) {
+      const ChunkHandle h = a.Allocate();
+      a[h].size = 512;
+      a[h].allocation_id = 7;
+    }
+    old_base = &a[0];
+  }
+  // Still mapped (mincore fails on an unmapped page), its first page still
+  // resident behind PROT_NONE: no fault to take it back.
+  unsigned char resident = 0;
+  ASSERT_EQ(
+      mincore(old_base, static_cast<size_t>(sysconf(_SC_PAGESIZE)), &resident),
+      0);
+  EXPECT_EQ(resident & 1, 1);
+  {
+    ChunkTable b;
+    b.set_max_chunks(kMax);
+    std::vector<ChunkHandle> handles;
+    for (size_t i = 0; i < 3 * ChunkTable::kBlockChunks; ++i) {
+      handles.push_back(b.Allocate());
+    }
+    EXPECT_EQ(&b[0], old_base);
+    for (const ChunkHandle h : handles) {
+      ASSERT_EQ(b[h].size, 0u) << h;
+      ASSERT_EQ(b[h].allocation_id, -1) << h;
+    }
+    EXPECT_TRUE(b.Validate().ok()) << b.Validate();
+  }
+  {
+    // b's range is parked; a table wanting a larger one maps its own.
+    ChunkTable c;
+    c.set_max_chunks(8 * kMax);
+    c.Allocate();
+    EXPECT_NE(&c[0], old_base);
+    ChunkTable d;
+    d.set_max_chunks(kMax);
+    d.Allocate();
+    EXPECT_EQ(&d[0], old_base);
+  }
+  ChunkTable::DropParkedRange();
+}
+
+TEST(ChunkTableTest, BlocksAreContiguousAndChunksNeverMove) {
+  ChunkTable t;
+  const ChunkHandle first = t.Allocate();
+  Chunk* const at_first = &t[first];
+  at_first->size = 512;
+  std::vector<ChunkHandle> handles;
+  for (size_t i = 0; i < 3 * ChunkTable::kBlockChunks; ++i) {
+    handles.push_back(t.Allocate());
+  }
+  EXPECT_EQ(&t[first], at_first);
+  EXPECT_EQ(t[first].size, 512u);
+  for (const ChunkHandle h : handles) {
+    ASSERT_EQ(&t[h], at_first + (h - first)) << h;
+    EXPECT_EQ(t[h].allocation_id, -1) << h;  // a default chunk
+  }
+  EXPECT_GE(t.handle_bound(), 3 * ChunkTable::kBlockChunks + 1);
+  EXPECT_EQ(t.MetadataBytes(), t.handle_bound() * sizeof(Chunk));
+  EXPECT_TRUE(t.Validate().ok()) << t.Validate();
+}
+
+// A table whose range is full fails to grow as when the host has no memory:
+// the slots it has serve, the next creation throws std::bad_alloc, and
+// nothing is lost.
+TEST(ChunkTableTest, AFullRangeFailsToGrowAsAShortage) {
+  ChunkTable t;
+  t.set_max_chunks(1);  // one block
+  EXPECT_EQ(t.max_chunks(), ChunkTable::kBlockChunks);
+  for (size_t i = 0; i < ChunkTable::kBlockChunks; ++i) {
+    ASSERT_EQ(t.Allocate(), i);
+  }
+  EXPECT_THROW(t.Allocate(), std::bad_alloc);
+  EXPECT_THROW(t.Reserve(1), std::bad_alloc);
+  // The creation that threw left nothing behind.
+  EXPECT_EQ(t.num_live(), ChunkTable::kBlockChunks);
+  EXPECT_TRUE(t.Validate().ok()) << t.Validate();
+  t.Deallocate(5);
+  t.Deallocate(ChunkTable::kBlockChunks - 1);
+  EXPECT_EQ(t.Allocate(), ChunkTable::kBlockChunks - 1);  // recycled
+}
+
+TEST(ChunkTableTest, MaxChunksIsWholeBlocksOfValidHandles) {
+  ChunkTable t;
+  t.set_max_chunks(ChunkTable::kBlockChunks + 1);
+  EXPECT_EQ(t.max_chunks(), 2 * ChunkTable::kBlockChunks);
+  t.set_max_chunks(~size_t{0});
+  EXPECT_EQ(t.max_chunks(), ChunkTable::kMaxChunks);
+  EXPECT_LT(ChunkTable::kMaxChunks, size_t{kInvalidChunkHandle});
+  EXPECT_EQ(ChunkTable::kMaxChunks % ChunkTable::kBlockChunks, 0u);
 }
 
 // --- ChunkTable::Validate -------------------------------------------------

@@ -206,6 +206,12 @@ Allocator::Allocator(std::unique_ptr<SubAllocator> sub_allocator,
   const internal::ShortageSignal shortage(&slow_paths_, kShortPath);
   chunks_.set_shortage_signal(shortage);
   chunks_.set_grow_hook(&Allocator::GrowColumnsHook, this);
+  // Chunks tile regions, which the limit bounds, and none is under a
+  // granule: the table's range need hold no more (plus a block for the
+  // spare slots it keeps ahead).
+  chunks_.set_max_chunks(std::min(total_memory / kMinAllocationSize,
+                                  internal::ChunkTable::kMaxChunks) +
+                         internal::ChunkTable::kBlockChunks);
   region_manager_.set_shortage_signal(shortage);
   for (internal::Bin& bin : bins_) bin.set_shortage_signal(shortage);
   // Room ahead from the start: the map's smallest tables would have too

@@ -2,6 +2,11 @@
 // The replaced global operator new of testing/failing_new.h.
 #include "testing/failing_new.h"
 
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -53,4 +58,17 @@ void operator delete[](void* p, size_t) noexcept { std::free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept {
   std::free(p);
+}
+
+// Making reserved address space usable is how the chunk table takes host
+// memory (bfc/internal/chunk.h): such a commit counts, and fails, like an
+// allocation of its length (ENOMEM, as under strict overcommit). Other
+// protection changes pass through untouched. Defined here, the symbol wins
+// over libc's for every call from the test binary and the library in it.
+extern "C" int mprotect(void* addr, size_t len, int prot) noexcept {
+  if ((prot & PROT_WRITE) != 0 && bfc::testing::ShouldFail(len)) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return static_cast<int>(syscall(SYS_mprotect, addr, len, prot));
 }

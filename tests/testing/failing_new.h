@@ -9,8 +9,10 @@
 //   * its size is `fail_size` (0: off), or
 //   * it is number `fail_at` counted since arming (-1: off), or any after it
 //     with `fail_all`.
-// Other threads are never affected. Not for the tsan preset, whose runtime
-// defines operator new itself.
+// Other threads are never affected. A call to mprotect that makes memory
+// writable (the chunk table committing a block of its reserved range) is
+// counted and refused (ENOMEM) by the same rules, by its length. Not for the
+// tsan preset, whose runtime defines operator new itself.
 #ifndef BFC_TESTS_TESTING_FAILING_NEW_H_
 #define BFC_TESTS_TESTING_FAILING_NEW_H_
 

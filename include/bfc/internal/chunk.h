@@ -4,8 +4,9 @@
 // A Chunk is a contiguous piece of one region: either handed out (in use) or
 // free (and then in exactly one Bin). The chunks of a region form a doubly
 // linked list in address order through `prev`/`next` handles; a handle is an
-// index into the allocator's chunk table, so chunks can move in memory when the
-// table grows without invalidating links. Internal: not part of the API.
+// index into the allocator's chunk table, 4 bytes where a pointer takes 8, and
+// the columns the allocator keeps beside the table use the same index.
+// Internal: not part of the API.
 //
 // Thread-compatible: the owning Allocator guards every Chunk with its mutex.
 #ifndef BFC_INTERNAL_CHUNK_H_
@@ -16,7 +17,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "bfc/internal/check.h"
@@ -66,9 +66,22 @@ struct Chunk {
 
 // The allocator's chunk table: Chunks addressed by handle, with freed slots
 // recycled through a free list (threaded through `next`) so handles stay small
-// and the table never shrinks under churn. Storage is a list of fixed blocks
-// of kBlockChunks: growing never copies the table or doubles its footprint
-// (at most one partly used block), and a Chunk never moves.
+// and the table never shrinks under churn. The blocks of kBlockChunks lie end
+// to end in one range of address space reserved when the first is added (no
+// memory behind it) and made usable a block at a time, so `table[h]` is one
+// add from a base that never changes: no block pointer to load on the way to
+// every chunk (the two dependent loads of a table of separately allocated
+// blocks cost ~8 % of an allocate or free; bench/README.md, pass 8). Growing
+// never copies the table or doubles its footprint (at most one partly used
+// block), and a Chunk never moves.
+//
+// The range holds max_chunks() slots, set before the first block from the
+// most chunks the owner can need (a pool of L bytes holds at most
+// L / kMinAllocationSize chunks); where the address space cannot be had, a
+// smaller range is taken (halving), and a table that fills it fails to grow
+// as when the host has no memory. A destroyed table's range is kept for the
+// next one (one per process, with at most 256 KiB of its pages resident) so
+// building pools one after another does not fault in fresh pages each time.
 //
 // Invariants (ChunkTable::Validate checks them): capacity() slots fit in the
 // blocks; the free list visits exactly capacity() - num_live() distinct,
@@ -77,18 +90,26 @@ struct Chunk {
 class ChunkTable {
  public:
   ChunkTable() = default;
+  ChunkTable(ChunkTable&& other) noexcept;
+  ChunkTable& operator=(ChunkTable&&) = delete;
+  ChunkTable(const ChunkTable&) = delete;
+  ChunkTable& operator=(const ChunkTable&) = delete;
+  ~ChunkTable();
 
   // A fresh default Chunk's handle (recycled if possible).
+  // Counted live only once it exists: AllocateSlow may throw.
   ChunkHandle Allocate() {
-    ++num_live_;
     if (free_list_ != kInvalidChunkHandle) {
       const ChunkHandle h = free_list_;
       Chunk& c = (*this)[h];
       free_list_ = c.next;
       c = Chunk();
+      ++num_live_;
       return h;
     }
-    return AllocateSlow();
+    const ChunkHandle h = AllocateSlow();
+    ++num_live_;
+    return h;
   }
   // Returns `h` to the free list. `h` must be live.
   void Deallocate(ChunkHandle h) {
@@ -105,12 +126,23 @@ class ChunkTable {
   // Requires InRange(h).
   Chunk& operator[](ChunkHandle h) {
     BFC_DCHECK_LT(h, size_);
-    return blocks_[h >> kBlockBits][h & (kBlockChunks - 1)];
+    return base_[h];
   }
   const Chunk& operator[](ChunkHandle h) const {
     BFC_DCHECK_LT(h, size_);
-    return blocks_[h >> kBlockBits][h & (kBlockChunks - 1)];
+    return base_[h];
   }
+
+  // The most slots the table may ever hold (rounded up to whole blocks, at
+  // most kMaxChunks); only before the first block is added. Default:
+  // kMaxChunks.
+  void set_max_chunks(size_t n);
+  size_t max_chunks() const { return max_chunks_; }
+
+  // Unmaps the range a destroyed table left for the next one, if any (a
+  // process that wants its address space back; tests that need a fresh
+  // range).
+  static void DropParkedRange();
 
   // Makes room for `n` more chunks without allocating. Throws
   // std::bad_alloc when the host has no memory for it (nothing changes).
@@ -127,7 +159,7 @@ class ChunkTable {
     grow_context_ = context;
   }
   // Handles this table can hold without growing (the columns' size).
-  size_t handle_bound() const { return blocks_.size() * kBlockChunks; }
+  size_t handle_bound() const { return num_blocks_ * kBlockChunks; }
   // Chunks that can be created without allocating.
   size_t spare() const { return handle_bound() - num_live_; }
 
@@ -136,16 +168,22 @@ class ChunkTable {
   size_t num_live() const { return num_live_; }
   // True when `h` names a slot that exists (live or recycled).
   [[nodiscard]] bool InRange(ChunkHandle h) const { return h < size_; }
-  // Host bytes held by the table.
+  // Host bytes held by the table (its usable blocks; the reserved address
+  // space behind them holds none).
   size_t MetadataBytes() const {
-    return blocks_.size() * kBlockChunks * sizeof(Chunk) +
-           blocks_.capacity() * sizeof(std::unique_ptr<Chunk[]>);
+    return num_blocks_ * kBlockChunks * sizeof(Chunk);
   }
 
   // Checks the invariants above: OK, or the first violation, e.g.
   //   "ChunkTable: free list slot 2 (handle 5) holds Chunk{ptr=0x1000, ...}"
   // O(recycled slots).
   [[nodiscard]] absl::Status Validate() const;
+
+  static constexpr int kBlockBits = 10;
+  static constexpr size_t kBlockChunks = size_t{1} << kBlockBits;
+  // Every handle but kInvalidChunkHandle, in whole blocks.
+  static constexpr size_t kMaxChunks =
+      (size_t{kInvalidChunkHandle} / kBlockChunks) * kBlockChunks;
 
  private:
   friend class ChunkTableTestPeer;  // tests/chunk_test.cc corrupts a table
@@ -154,12 +192,16 @@ class ChunkTable {
   // Adds a block (and grows the owner's columns); false, with nothing
   // changed, when the host has no memory for it.
   bool TryAddBlock() noexcept;
+  // Reserves the range (reserved_chunks_ slots) on first use; false when not
+  // even one block's worth of address space can be had.
+  bool TryReserve() noexcept;
 
-  static constexpr int kBlockBits = 10;
-  static constexpr size_t kBlockChunks = size_t{1} << kBlockBits;
-
-  std::vector<std::unique_ptr<Chunk[]>> blocks_;
-  size_t size_ = 0;  // slots handed out so far
+  Chunk* base_ = nullptr;       // the range; nullptr until the first block
+  size_t mapped_bytes_ = 0;     // its length (a recycled one may be longer)
+  size_t reserved_chunks_ = 0;  // slots the range may hold
+  size_t max_chunks_ = kMaxChunks;
+  size_t num_blocks_ = 0;  // usable blocks from base_ on
+  size_t size_ = 0;        // slots handed out so far
   ChunkHandle free_list_ = kInvalidChunkHandle;
   size_t num_live_ = 0;
   ShortageSignal shortage_;
