@@ -2,8 +2,11 @@
 #include "bfc/internal/chunk.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <vector>
 
@@ -18,6 +21,9 @@ class ChunkTableTestPeer {
  public:
   static size_t& num_live(ChunkTable& t) { return t.num_live_; }
   static ChunkHandle& free_list(ChunkTable& t) { return t.free_list_; }
+  static size_t reserved_chunks(const ChunkTable& t) {
+    return t.reserved_chunks_;
+  }
 };
 
 namespace {
@@ -170,6 +176,49 @@ TEST(ChunkTableTest, AFullRangeFailsToGrowAsAShortage) {
   t.Deallocate(5);
   t.Deallocate(ChunkTable::kBlockChunks - 1);
   EXPECT_EQ(t.Allocate(), ChunkTable::kBlockChunks - 1);  // recycled
+}
+
+// The body of ASmallerRangeWhereAddressSpaceIsShort: 0 when it holds.
+int SmallerRangeChild() {
+  ChunkTable::DropParkedRange();
+  // The whole range would be ~192 GiB; allow what the process maps
+  // now and 1 GiB more.
+  long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  if (pages <= 0) return 2;
+  const rlim_t cap =
+      static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (1 << 30);
+  const rlimit lim = {cap, cap};
+  if (setrlimit(RLIMIT_AS, &lim) != 0) return 3;
+  ChunkTable t;
+  t.set_max_chunks(ChunkTable::kMaxChunks);
+  for (size_t i = 0; i < 3 * ChunkTable::kBlockChunks; ++i) t.Allocate();
+  const size_t reserved = ChunkTableTestPeer::reserved_chunks(t);
+  const bool ok = reserved < ChunkTable::kMaxChunks &&
+                  reserved * sizeof(Chunk) <= cap &&
+                  reserved >= 4 * ChunkTable::kBlockChunks && t.Validate().ok();
+  return ok ? 0 : 1;
+}
+
+// Where the process may not have the whole range (RLIMIT_AS, `ulimit -v`),
+// the table takes a smaller one and works in it. In a child process: the
+// limit would stay with the test binary.
+TEST(ChunkTableTest, ASmallerRangeWhereAddressSpaceIsShort) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' shadow memory needs unlimited address "
+                  "space";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  GTEST_SKIP() << "the sanitizers' shadow memory needs unlimited address "
+                  "space";
+#endif
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::_Exit(SmallerRangeChild()), ::testing::ExitedWithCode(0),
+              "");
 }
 
 TEST(ChunkTableTest, MaxChunksIsWholeBlocksOfValidHandles) {
