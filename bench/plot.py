@@ -196,6 +196,8 @@ def traces_svg(rows, path):
     if not traces:
         return
     vals = {(t, s): ns(rows.get("BM_Trace/%s/%s" % (t, s), {})) for t in traces for s in series}
+    if not any(vals.values()):
+        return  # e.g. a filter that kept only the preset benchmarks
     ymax = max(v for v in vals.values() if v) * 1.15
     W, H, M = 760, 420, 60
     group = (W - M - 20) / len(traces)
