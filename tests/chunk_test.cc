@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -134,6 +136,64 @@ TEST(ChunkTableTest, TheNextTableReusesADestroyedTablesRange) {
     d.set_max_chunks(kMax);
     d.Allocate();
     EXPECT_EQ(&d[0], old_base);
+  }
+  ChunkTable::DropParkedRange();
+}
+
+// The bytes of [begin, end) that /proc/self/maps shows readable and
+// writable.
+size_t WritableBytesIn(uintptr_t begin, uintptr_t end) {
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  if (f == nullptr) return ~size_t{0};
+  size_t bytes = 0;
+  unsigned long lo = 0;
+  unsigned long hi = 0;
+  char perms[8] = {};
+  char line[512];
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+    if (perms[0] != 'r' || perms[1] != 'w') continue;
+    const uintptr_t a = std::max<uintptr_t>(lo, begin);
+    const uintptr_t b = std::min<uintptr_t>(hi, end);
+    if (a < b) bytes += b - a;
+  }
+  std::fclose(f);
+  return bytes;
+}
+
+// Past its first huge page the table is made usable a huge page at a time
+// (so the kernel can back it with huge pages), and a destroyed table parks
+// all of that behind PROT_NONE, not only the pages its blocks cover.
+TEST(ChunkTableTest, HugePagesPastTheFirstAndAllOfThemParked) {
+  ChunkTable::DropParkedRange();
+  const size_t chunks =
+      (kHugePageBytes / sizeof(Chunk) / ChunkTable::kBlockChunks + 2) *
+      ChunkTable::kBlockChunks;
+  uintptr_t base = 0;
+  {
+    ChunkTable t;
+    t.set_max_chunks(4 * chunks);
+    const ChunkHandle first = t.Allocate();
+    base = reinterpret_cast<uintptr_t>(&t[first]);
+    EXPECT_EQ(base % kHugePageBytes, 0u);
+    // One block: whole small pages only.
+    EXPECT_EQ(WritableBytesIn(base, base + 4 * kHugePageBytes),
+              (ChunkTable::kBlockChunks * sizeof(Chunk) + 4095) / 4096 * 4096);
+    for (size_t i = 1; i < chunks; ++i) t[t.Allocate()].size = 256;
+    // Past the first huge page: up to the next huge page boundary.
+    EXPECT_EQ(WritableBytesIn(base, base + 4 * kHugePageBytes),
+              2 * kHugePageBytes);
+    EXPECT_TRUE(t.Validate().ok()) << t.Validate();
+  }
+  EXPECT_EQ(WritableBytesIn(base, base + 4 * kHugePageBytes), 0u);
+  {
+    ChunkTable u;
+    u.set_max_chunks(4 * chunks);
+    std::vector<ChunkHandle> handles;
+    for (size_t i = 0; i < chunks; ++i) handles.push_back(u.Allocate());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(&u[0]), base);
+    for (const ChunkHandle h : handles) ASSERT_EQ(u[h].size, 0u) << h;
+    EXPECT_TRUE(u.Validate().ok()) << u.Validate();
   }
   ChunkTable::DropParkedRange();
 }

@@ -99,6 +99,15 @@ void ParkOrUnmap(void* base, size_t mapped, size_t committed) {
 
 }  // namespace
 
+void AdviseHugePages(void* p, size_t bytes) noexcept {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t lo =
+      (begin + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const uintptr_t hi = (begin + bytes) / kHugePageBytes * kHugePageBytes;
+  if (hi > lo)
+    (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
 void ChunkTable::DropParkedRange() {
   size_t mapped = 0;
   if (void* p = TakeParked(0, &mapped)) munmap(p, mapped);
@@ -120,10 +129,8 @@ ChunkTable::ChunkTable(ChunkTable&& other) noexcept
 ChunkTable::~ChunkTable() {
   // Chunks are trivially destructible: the range goes back whole.
   if (base_ == nullptr) return;
-  const size_t page = PageBytes();
-  const size_t committed = std::min(
-      mapped_bytes_, (handle_bound() * sizeof(Chunk) + page - 1) / page * page);
-  ParkOrUnmap(base_, mapped_bytes_, committed);
+  ParkOrUnmap(base_, mapped_bytes_,
+              num_blocks_ == 0 ? 0 : CommittedBytes(num_blocks_));
 }
 
 void ChunkTable::set_max_chunks(size_t n) {
@@ -146,31 +153,53 @@ bool ChunkTable::TryReserve() noexcept {
   }
   for (size_t n = max_chunks_; n >= kBlockChunks; n /= 2) {
     const size_t chunks = n / kBlockChunks * kBlockChunks;
-    void* p = mmap(nullptr, RangeBytes(chunks), PROT_NONE,
+    const size_t bytes = RangeBytes(chunks);
+    // One huge page more than the range, so that it can start on a huge
+    // page boundary; the rest is given back at once.
+    void* p = mmap(nullptr, bytes + kHugePageBytes, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p != MAP_FAILED) {
-      base_ = static_cast<Chunk*>(p);
-      mapped_bytes_ = RangeBytes(chunks);
-      reserved_chunks_ = chunks;
-      return true;
-    }
+    if (p == MAP_FAILED) continue;
+    char* const raw = static_cast<char*>(p);
+    char* const start = reinterpret_cast<char*>(
+        (reinterpret_cast<uintptr_t>(raw) + kHugePageBytes - 1) /
+        kHugePageBytes * kHugePageBytes);
+    if (start != raw) munmap(raw, start - raw);
+    munmap(start + bytes, raw + kHugePageBytes - start);
+    AdviseHugePages(start, bytes);
+    base_ = reinterpret_cast<Chunk*>(start);
+    mapped_bytes_ = bytes;
+    reserved_chunks_ = chunks;
+    return true;
   }
   return false;
+}
+
+size_t ChunkTable::CommittedBytes(size_t blocks) const {
+  // Whole pages; past the first huge page, whole huge pages (capped by the
+  // range): the kernel backs a huge page only where the whole of it is
+  // usable, and the first stays in small pages so that a small table holds
+  // a few KiB, not 2 MiB.
+  const size_t page = PageBytes();
+  size_t bytes =
+      (blocks * kBlockChunks * sizeof(Chunk) + page - 1) / page * page;
+  if (bytes > kHugePageBytes) {
+    bytes =
+        std::min((bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes,
+                 mapped_bytes_);
+  }
+  return bytes;
 }
 
 bool ChunkTable::TryAddBlock() noexcept {
   if (base_ == nullptr && !TryReserve()) return false;
   if (handle_bound() + kBlockChunks > reserved_chunks_) return false;
   Chunk* const block = base_ + handle_bound();
-  // Whole pages: a block's first page may already be usable (the previous
-  // block's last), which mprotect leaves as it is.
-  const size_t page = PageBytes();
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(block) / page * page;
-  const uintptr_t hi =
-      (reinterpret_cast<uintptr_t>(block + kBlockChunks) + page - 1) / page *
-      page;
-  if (mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ | PROT_WRITE) !=
-      0) {
+  // What the block needs usable, from the first page not usable yet (the
+  // previous block's last page, or the rest of its huge page, already is).
+  const size_t done = num_blocks_ == 0 ? 0 : CommittedBytes(num_blocks_);
+  const size_t need = CommittedBytes(num_blocks_ + 1);
+  if (need > done && mprotect(reinterpret_cast<char*>(base_) + done,
+                              need - done, PROT_READ | PROT_WRITE) != 0) {
     return false;  // the host has no memory to commit (ENOMEM)
   }
   if (grow_hook_ != nullptr &&

@@ -34,6 +34,9 @@ bool ChunkMap::TryGrow() noexcept {
   const size_t capacity = size_t{1} << bits;
   std::unique_ptr<Slot[]> slots(new (std::nothrow) Slot[capacity]);
   if (slots == nullptr) return false;
+  // Before the slots are first written, so that they fault in as huge
+  // pages (a table of more than 256k slots).
+  AdviseHugePages(slots.get(), capacity * sizeof(Slot));
   over_bound_ = false;
   for (size_t i = 0; i < capacity; ++i) slots[i] = Slot{0, kInvalidChunkHandle};
   std::swap(slots, slots_);

@@ -31,6 +31,18 @@ inline constexpr ChunkHandle kInvalidChunkHandle =
 using BinNum = int32_t;
 inline constexpr BinNum kInvalidBinNum = -1;
 
+// A transparent huge page on x86-64 and most arm64 kernels. The tables that
+// grow with the chunks (the chunk table, the pointer map) ask for huge pages
+// once they span more than one: at 1e5-1e6 live chunks a free's dependent
+// misses (map slot, chunk, neighbours) each also missed the TLB (bench/
+// README.md, pass 9).
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// Advises the kernel to back the whole huge pages inside [p, p + bytes) with
+// huge pages (madvise MADV_HUGEPAGE; a hint: nothing changes where the
+// kernel has them off, and no error is reported).
+void AdviseHugePages(void* p, size_t bytes) noexcept;
+
 struct Chunk {
   // Bytes this chunk spans: a multiple of kMinAllocationSize.
   size_t size = 0;
@@ -169,7 +181,8 @@ class ChunkTable {
   // True when `h` names a slot that exists (live or recycled).
   [[nodiscard]] bool InRange(ChunkHandle h) const { return h < size_; }
   // Host bytes held by the table (its usable blocks; the reserved address
-  // space behind them holds none).
+  // space behind them holds none). Past the first huge page the kernel may
+  // back up to the next huge page boundary once a block there is touched.
   size_t MetadataBytes() const {
     return num_blocks_ * kBlockChunks * sizeof(Chunk);
   }
@@ -195,6 +208,9 @@ class ChunkTable {
   // Reserves the range (reserved_chunks_ slots) on first use; false when not
   // even one block's worth of address space can be had.
   bool TryReserve() noexcept;
+  // The bytes from base_ on that are usable (PROT_READ | PROT_WRITE) once
+  // `blocks` blocks are (at least one).
+  size_t CommittedBytes(size_t blocks) const;
 
   Chunk* base_ = nullptr;       // the range; nullptr until the first block
   size_t mapped_bytes_ = 0;     // its length (a recycled one may be longer)
