@@ -130,7 +130,6 @@ void BM_Metadata(benchmark::State& state) {
     for (size_t i = 1; i < 2 * kLive; i += 2) a.DeallocateRaw(ptrs[i]);
     const size_t heap_after = HeapBytes();
     state.counters["meta_bytes"] = double(heap_after - heap_before);
-    state.counters["MetadataBytes()"] = double(a.MetadataBytes());
     state.counters["live_chunks"] = double(kLive);
     SetFootprint(state, a, live, heap_after - heap_before);
   }

@@ -271,6 +271,7 @@ void SetFootprint(benchmark::State& state, const Allocator& a, size_t peak_live,
   state.counters["peak_live"] = double(peak_live);
   state.counters["pool/live"] = peak_live ? peak_pool / double(peak_live) : 0;
   state.counters["meta_bytes"] = double(meta_bytes);
+  state.counters["MetadataBytes()"] = double(a.MetadataBytes());
 }
 
 }  // namespace bfc::bench

@@ -12,6 +12,9 @@
 //   pool/live      peak_pool / peak_live (1.0 = no waste)
 //   meta_bytes     host heap the allocator holds for its own bookkeeping,
 //                  measured (mallinfo2 deltas around building and filling it)
+//   MetadataBytes() the allocator's own count of the same, which also holds
+//                  its chunk table: since pass 8 (bench/README.md) that lives
+//                  in a range of its own, outside the heap mallinfo2 sees
 //
 // Everything that must not touch memory runs on a VirtualSubAllocator.
 #ifndef BFC_BENCH_BENCH_UTIL_H_

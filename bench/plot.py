@@ -66,7 +66,7 @@ def tables(rows):
             order.append(w)
         work[w][col] = b
     out = ["| workload | pool | ns/op | vs glibc | vs no-pool | vs map best fit | in use | "
-           "peak pool / peak live | metadata (heap) |",
+           "peak pool / peak live | metadata: heap (own count) |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for w in order:
         cols = work[w]
@@ -94,9 +94,11 @@ def tables(rows):
                                          fmt_bytes(b.get("peak_live")), b["pool/live"])
             elif "pool/live" in b:
                 fp = "%.2f" % b["pool/live"]
+            meta = fmt_bytes(b.get("meta_bytes"))
+            if "MetadataBytes()" in b:
+                meta += " (MetadataBytes() %s)" % fmt_bytes(b["MetadataBytes()"])
             out.append("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s |" % (
-                w, col, t, rg, rn, rm, fmt_bytes(b.get("in_use")), fp,
-                fmt_bytes(b.get("meta_bytes"))))
+                w, col, t, rg, rn, rm, fmt_bytes(b.get("in_use")), fp, meta))
     return "\n".join(out) + "\n"
 
 
