@@ -3,8 +3,10 @@
 // compiled traces.
 #include "bfc/replay/replay.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,13 +31,18 @@ CompiledTrace Compile(const std::string& rows) {
   return c.ok() ? *c : CompiledTrace();
 }
 
-std::unique_ptr<Allocator> MakeAllocator(size_t limit) {
+// `*base`, when given, gets the start of the sub-allocator's address range:
+// two allocators' placements compare as offsets from it (each reserves its
+// own range, wherever the kernel puts it).
+std::unique_ptr<Allocator> MakeAllocator(size_t limit,
+                                         uintptr_t* base = nullptr) {
   Allocator::Options options;
   options.allow_growth = false;
   options.allow_retry_on_failure = false;
-  return std::make_unique<Allocator>(
-      std::make_unique<VirtualSubAllocator>(size_t{1} << 30), limit,
-      "replay_test", options);
+  auto sub = std::make_unique<VirtualSubAllocator>(size_t{1} << 30);
+  if (base != nullptr) *base = reinterpret_cast<uintptr_t>(sub->base());
+  return std::make_unique<Allocator>(std::move(sub), limit, "replay_test",
+                                     options);
 }
 
 // The trace's Stream column: compiled into a stream table (0 first), and
@@ -55,14 +62,19 @@ TEST(ReplayTest, StreamsAreCompiledAndReplayedWhenAsked) {
   EXPECT_EQ(c.ops[0].stream, 1);
   EXPECT_EQ(c.ops[2].stream, 2);
 
-  std::vector<void*> one_stream, streams;
+  // Offsets into each allocator's own range: comparing the pointers of two
+  // ranges reserved one after the other held only while the kernel happened
+  // to put the second where the first had been.
+  std::vector<uintptr_t> one_stream, streams;
   for (bool with_streams : {false, true}) {
-    std::unique_ptr<Allocator> a = MakeAllocator(1 << 20);
+    uintptr_t base = 0;
+    std::unique_ptr<Allocator> a = MakeAllocator(1 << 20, &base);
+    ASSERT_NE(base, 0u);
     ReplayOptions options;
     options.streams = with_streams;
-    std::vector<void*>& got = with_streams ? streams : one_stream;
-    options.on_allocate = [&got](const ReplayOp&, void* p) {
-      got.push_back(p);
+    std::vector<uintptr_t>& got = with_streams ? streams : one_stream;
+    options.on_allocate = [&got, base](const ReplayOp&, void* p) {
+      got.push_back(reinterpret_cast<uintptr_t>(p) - base);
     };
     if (with_streams) {
       ASSERT_TRUE(a->SetStreamOps(MakeCompletedWorkStreamOps()).ok());
