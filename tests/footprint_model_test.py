@@ -9,7 +9,8 @@ model's footprint, peak pool bytes and sub-allocator calls (whole trace and
 last iteration) must equal what `bfc-replay --backend=sim-cudamalloc --conf
 preset:low_footprint --summary-json -` reports; and a knob set away from the
 preset must move the model as it moves bfc-replay (the floor at 0 on one
-trace), so the comparison is not of two constants.
+trace), so the comparison is not of two constants. A trace that frees what it never
+allocated gets one line and exit status 1.
 """
 import glob
 import json
@@ -87,6 +88,16 @@ def main():
         errors.append("%s: the floor at 0 did not change bfc-replay's calls" % trace)
     errors += compare(trace + " (floor 0)", want,
                       model(script, trace, phases, ["min_growth_step_bytes=0"]))
+    # A trace that frees what it never allocated: one line that says so,
+    # exit status 1, no traceback.
+    bad = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                       "footprint_model_test_%d.csv" % os.getpid())
+    with open(bad, "w") as f:
+        f.write("Thread,Time,Action,Pointer,Size,Stream\n1,0,free,0x10,5,0\n")
+    r = subprocess.run([sys.executable, script, bad], capture_output=True, text=True)
+    os.remove(bad)
+    if r.returncode != 1 or "line 2: free of 0x10" not in r.stderr or "Traceback" in r.stderr:
+        errors.append("a bad trace: exit %d, %r" % (r.returncode, r.stderr))
     if errors:
         sys.exit("\n".join(errors))
     print("ok: %d traces" % len(traces))

@@ -53,14 +53,26 @@ def load_trace(path):
         rows = csv.reader(f)
         header = next(rows)
         col = {name: i for i, name in enumerate(header)}
+        missing = {"Action", "Pointer", "Size"} - set(col)
+        if missing:
+            raise ValueError("no %s column" % ", ".join(sorted(missing)))
         n = 0
-        for row in rows:
-            action, ptr, size = row[col["Action"]], row[col["Pointer"]], int(row[col["Size"]])
+        for line, row in enumerate(rows, start=2):
+            try:
+                action, ptr = row[col["Action"]], row[col["Pointer"]]
+                size = int(row[col["Size"]])
+            except (IndexError, ValueError):
+                raise ValueError("line %d: not an RMM log row" % line)
             if action == "allocate":
+                if ptr in live or size < 0:
+                    raise ValueError("line %d: %s allocated again, or a negative size"
+                                     % (line, ptr))
                 live[ptr] = n
                 events.append((False, n, size))
                 n += 1
             elif action == "free":
+                if ptr not in live:
+                    raise ValueError("line %d: free of %s, which is not live" % (line, ptr))
                 events.append((True, live.pop(ptr), size))
     return events
 
@@ -300,7 +312,11 @@ def main():
     if args.phases and len(args.traces) > 1:
         parser.error("--phases takes one trace")
     for path in args.traces:
-        print(json.dumps(replay(path, knobs, args.phases), sort_keys=True))
+        try:
+            result = replay(path, knobs, args.phases)
+        except (OSError, ValueError, EOFError) as e:
+            sys.exit("footprint_model.py: %s: %s" % (path, e))
+        print(json.dumps(result, sort_keys=True))
 
 
 if __name__ == "__main__":
