@@ -235,25 +235,26 @@ class Pool:
         self.peak_live = max(self.peak_live, self.live)
         return c
 
+    @staticmethod
+    def merge(a, b):
+        """Joins b, a's next neighbour, into a (both out of their bins)."""
+        a.size += b.size
+        a.next = b.next
+        if b.next:
+            b.next.prev = a
+
     def deallocate(self, c):
         c.used = False
         self.live -= c.requested
         n, p = c.next, c.prev
         if n is not None and not n.used:
             self.bin_remove(n)
-            c.size += n.size
-            c.next = n.next
-            if n.next:
-                n.next.prev = c
+            self.merge(c, n)
         if p is not None and not p.used:
             self.bin_remove(p)
-            p.size += c.size
-            p.next = c.next
-            if c.next:
-                c.next.prev = p
+            self.merge(p, c)
             c = p
         self.bin_insert(c)
-
 
 def replay(path, knobs, phases_path=None):
     events = load_trace(path)

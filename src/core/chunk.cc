@@ -129,8 +129,7 @@ ChunkTable::ChunkTable(ChunkTable&& other) noexcept
 ChunkTable::~ChunkTable() {
   // Chunks are trivially destructible: the range goes back whole.
   if (base_ == nullptr) return;
-  ParkOrUnmap(base_, mapped_bytes_,
-              num_blocks_ == 0 ? 0 : CommittedBytes(num_blocks_));
+  ParkOrUnmap(base_, mapped_bytes_, CommittedBytes(num_blocks_));
 }
 
 void ChunkTable::set_max_chunks(size_t n) {
@@ -196,7 +195,7 @@ bool ChunkTable::TryAddBlock() noexcept {
   Chunk* const block = base_ + handle_bound();
   // What the block needs usable, from the first page not usable yet (the
   // previous block's last page, or the rest of its huge page, already is).
-  const size_t done = num_blocks_ == 0 ? 0 : CommittedBytes(num_blocks_);
+  const size_t done = CommittedBytes(num_blocks_);
   const size_t need = CommittedBytes(num_blocks_ + 1);
   if (need > done && mprotect(reinterpret_cast<char*>(base_) + done,
                               need - done, PROT_READ | PROT_WRITE) != 0) {

@@ -209,7 +209,7 @@ class ChunkTable {
   // even one block's worth of address space can be had.
   bool TryReserve() noexcept;
   // The bytes from base_ on that are usable (PROT_READ | PROT_WRITE) once
-  // `blocks` blocks are (at least one).
+  // `blocks` blocks are (0 for none).
   size_t CommittedBytes(size_t blocks) const;
 
   Chunk* base_ = nullptr;       // the range; nullptr until the first block
