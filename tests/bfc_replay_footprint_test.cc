@@ -1,6 +1,6 @@
 // File: tests/bfc_replay_footprint_test.cc
 // preset:low_footprint on every real trace the project has: the four shared
-// traces (tests/data) and the twenty-two captured ones (tests/data/captured),
+// traces (tests/data) and the thirty-two captured ones (tests/data/captured),
 // replayed by bfc-replay over the simulated cudaMalloc as a user would
 // (issue 15's "Done when" command). Each trace is held to the footprint
 // measured when its guard was written (rounded up, by at most 0.005), to no
@@ -65,6 +65,21 @@ constexpr FootprintCase kCases[] = {
     {"captured/gru-dynseq-train.csv.gz", "", 1.071},
     {"captured/gpt-dyngrow-train.csv.gz", "", 1.074},
     {"captured/bert-dyngrow-infer.csv.gz", "", 1.043},
+    // Recorded after the preset was chosen, from ten models none of the
+    // traces above came from (README): four miss the goal, three to the
+    // pinning (a smaller tensor of a later step takes a freed region that a
+    // large one then needs again), googlenet-infer to small tensors left in
+    // one of two freed regions in its first iteration.
+    {"captured/alexnet-train.csv.gz", "", 1.165},
+    {"captured/googlenet-infer.csv.gz", "", 1.187},
+    {"captured/shufflenet_v2-train.csv.gz", "", 1.038},
+    {"captured/resnet34-infer.csv.gz", "", 1.163},
+    {"captured/mnasnet1_0-train.csv.gz", "", 1.047},
+    {"captured/regnet_x_400mf-train.csv.gz", "", 1.036},
+    {"captured/mobilenet_v3_large-infer.csv.gz", "", 1.177},
+    {"captured/convnext_tiny-infer.csv.gz", "", 1.061},
+    {"captured/vit_b_16-infer.csv.gz", "", 1.014},
+    {"captured/lstm-lm-train.csv.gz", "", 1.093},
 };
 
 // Failures name the trace, not the struct's bytes.

@@ -95,6 +95,19 @@ class MLP(nn.Module):
         return self.net(x)
 
 
+class LSTMLM(nn.Module):
+    """A word-level LSTM language model (PTB-sized): embedding 400, 2x650 LSTM, vocab 10000, tied weights off."""
+    def __init__(self, vocab=10000, emb=400, hid=650, layers=2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, emb)
+        self.lstm = nn.LSTM(emb, hid, layers, batch_first=True, dropout=0.2)
+        self.out = nn.Linear(hid, vocab)
+
+    def forward(self, x):
+        h, _ = self.lstm(self.emb(x))
+        return self.out(h)
+
+
 GPT_SEQS = [64, 96, 48, 128, 80, 112, 56]
 BERT_BATCHES = [1, 5, 2, 8, 3, 6, 2]
 RESNET_BATCHES = [1, 4, 16, 2, 8, 12, 3]
@@ -223,6 +236,42 @@ CFG = {
                              desc="the GRU seq2seq (emb 256, 2x512 encoder, attention decoder, vocab 8000), batch 24, "
                                   f"(source, target) lengths changing every iteration {GRU_SEQS}, Adam + grad clip, "
                                   f"{len(GRU_SEQS)} iterations"),
+    # Recorded 2026-12-07, after preset:low_footprint was chosen: models none
+    # of the earlier traces came from, to check the preset on traces it has
+    # never seen.
+    "alexnet-train": dict(vision("alexnet", 16), mode="train", iters=3,
+                          opt=lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+                          desc="torchvision alexnet, batch 16, 224x224, SGD momentum 0.9, 3 iterations"),
+    "googlenet-infer": dict(vision("googlenet", 8, init_weights=True), mode="infer", iters=5,
+                            desc="torchvision googlenet, batch 8, 224x224, eval + no_grad, 5 iterations"),
+    "shufflenet_v2-train": dict(vision("shufflenet_v2_x1_0", 16), mode="train", iters=3,
+                                opt=lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=4e-5),
+                                desc="torchvision shufflenet_v2_x1_0, batch 16, 224x224, SGD momentum 0.9 wd 4e-5, "
+                                     "3 iterations"),
+    "resnet34-infer": dict(vision("resnet34", 8), mode="infer", iters=5,
+                           desc="torchvision resnet34, batch 8, 224x224, eval + no_grad, 5 iterations"),
+    "mnasnet1_0-train": dict(vision("mnasnet1_0", 8), mode="train", iters=3,
+                             opt=lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.9),
+                             desc="torchvision mnasnet1_0, batch 8, 224x224, RMSprop momentum 0.9, 3 iterations"),
+    "regnet_x_400mf-train": dict(vision("regnet_x_400mf", 16), mode="train", iters=3,
+                                 opt=lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=5e-5),
+                                 desc="torchvision regnet_x_400mf, batch 16, 224x224, SGD momentum 0.9, "
+                                      "3 iterations"),
+    "mobilenet_v3_large-infer": dict(vision("mobilenet_v3_large", 4), mode="infer", iters=5,
+                                     desc="torchvision mobilenet_v3_large, batch 4, 224x224, eval + no_grad, "
+                                          "5 iterations"),
+    "convnext_tiny-infer": dict(vision("convnext_tiny", 2), mode="infer", iters=5,
+                                desc="torchvision convnext_tiny, batch 2, 224x224, eval + no_grad, 5 iterations"),
+    "vit_b_16-infer": dict(vision("vit_b_16", 1), mode="infer", iters=5,
+                           desc="torchvision vit_b_16, batch 1, 224x224, eval + no_grad, 5 iterations"),
+    "lstm-lm-train": dict(build=lambda: LSTMLM(),
+                          batch=lambda: (torch.randint(0, 10000, (20, 36)),),
+                          fwd=lambda m, b: m(b[0][:, :-1]),
+                          loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]), b[0][:, 1:].reshape(-1)),
+                          mode="train", iters=3, clip=0.25,
+                          opt=lambda p: torch.optim.SGD(p, lr=20.0),
+                          desc="word-level LSTM language model (embedding 400, 2x650 LSTM, vocab 10000), "
+                               "batch 20, 35 steps, SGD + grad clip, 3 iterations"),
 }
 
 cfg = CFG[name]
