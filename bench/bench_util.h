@@ -140,6 +140,64 @@ struct GlibcPool {
   void Free(void* p, size_t) { std::free(p); }
 };
 
+// A floor for BM_Scaling, not an allocator: the least a pool whose metadata
+// lives apart from the memory (device memory, which the host cannot touch)
+// does per step. Blocks are 256-byte slots of an address range nothing backs,
+// so a pointer names its record by arithmetic (a map with no probe at all); a
+// free checks and updates the freed block's record, one as large as bfc's
+// chunk record; an allocation takes the most recently freed slot, whose
+// record that free just touched. So each step makes one access to a record
+// the workload picks at random, and nothing else: no search, no split, no
+// coalescing, no statistics. How its time grows with the live set is what
+// the memory hierarchy alone charges any such pool (bench/README.md,
+// "What scaling costs any out-of-band pool").
+class MetadataFloorPool {
+ public:
+  explicit MetadataFloorPool(size_t capacity) : records_(capacity) {
+    free_.reserve(capacity);
+    for (size_t i = capacity; i-- > 0;) free_.push_back(i);
+  }
+  void* Alloc(size_t n) {
+    if (free_.empty()) return nullptr;
+    const size_t i = free_.back();
+    free_.pop_back();
+    Record& r = records_[i];
+    r.size = n;
+    r.id = ++next_id_;
+    return reinterpret_cast<void*>(kBase + i * 256);
+  }
+  void Free(void* p, size_t n) {
+    const size_t i = (reinterpret_cast<uintptr_t>(p) - kBase) / 256;
+    // The check keeps the record's load a real dependency of the free.
+    if (i >= records_.size() || records_[i].id == 0 || records_[i].size != n) {
+      ++mismatches_;
+      return;
+    }
+    records_[i].id = 0;
+    free_.push_back(i);
+  }
+  // Frees whose record did not match (0 in a correct run).
+  size_t mismatches() const { return mismatches_; }
+
+ private:
+  static constexpr uintptr_t kBase = uintptr_t{1} << 40;
+  // The size of bfc's chunk record (size, requested size, id, pointer, two
+  // neighbour handles, stream fence).
+  struct Record {
+    size_t size = 0;
+    size_t requested = 0;
+    int64_t id = 0;
+    uintptr_t ptr = 0;
+    uint32_t prev = 0;
+    uint32_t next = 0;
+    uint64_t fence = 0;
+  };
+  std::vector<Record> records_;
+  std::vector<size_t> free_;
+  int64_t next_id_ = 0;
+  size_t mismatches_ = 0;
+};
+
 // The sub-allocator itself, no pooling: every request is a region.
 struct SubPool {
   VirtualSubAllocator* s;

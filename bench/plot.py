@@ -133,7 +133,11 @@ def draw_lines(s, series, pts, X, Y, value_fmt, legend_step, xlabel, ylabel, W, 
 
 
 def scaling_svg(rows, path):
-    series = [("bfc", "#1f77b4"), ("map_best_fit", "#ff7f0e")]
+    # metadata_floor and harness_only are not allocators: one access to the
+    # freed block's out-of-band record per step, and the workload's own loop
+    # (bench/README.md, "What scaling costs any out-of-band pool").
+    series = [("bfc", "#1f77b4"), ("map_best_fit", "#ff7f0e"),
+              ("metadata_floor", "#7f7f7f"), ("harness_only", "#bcbd22")]
     pts = {}
     for name, b in rows.items():
         parts = name.split("/")

@@ -53,6 +53,8 @@ def main():
                   **{"MetadataBytes()": 4096.0}),
             bench("BM_Scaling/map_best_fit/100", 300),
             bench("BM_Scaling/map_best_fit/1000", 400),
+            bench("BM_Scaling/metadata_floor/100", 2),
+            bench("BM_Scaling/metadata_floor/1000", 3),
             bench("BM_TraceThreads/bfc/threads:1", 1e6, **{"Mops/s": 40.0}),
             bench("BM_TraceThreads/bfc/threads:2", 1e6, **{"Mops/s": 60.0}),
             bench("BM_TraceThreads/glibc/threads:1", 1e6, **{"Mops/s": 30.0}),
@@ -69,6 +71,10 @@ def main():
     for svg in want:
         if svg.endswith(".svg"):
             ET.parse(os.path.join(out, "full", svg))
+    # The floor is drawn beside the two pools.
+    with open(os.path.join(out, "full", "scaling.svg")) as f:
+        if ">metadata_floor<" not in f.read():
+            sys.exit("full: scaling.svg lacks the metadata_floor series")
     print("ok")
 
 
