@@ -164,7 +164,7 @@ def scaling_svg(rows, path):
             if 10 ** y0 <= v <= 10 ** y1:
                 s.append('<text x="%d" y="%.0f" text-anchor="end">%g</text>' % (M - 5, Y(v) + 4, v))
                 s.append('<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>' % (M, Y(v), W - 20, Y(v)))
-    draw_lines(s, series, pts, X, Y, "%.0f", 180, "live chunks", "ns/op", W, H, M, path)
+    draw_lines(s, series, pts, X, Y, "%.0f", 140, "live chunks", "ns/op", W, H, M, path)
 
 
 def threads_svg(rows, path):
