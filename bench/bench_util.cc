@@ -35,6 +35,12 @@ std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset,
                                          PresetBacking backing) {
   Allocator::Options options;
   if (!ApplyAllocatorPreset(options, preset).ok()) std::abort();
+  return MakeBfcWithOptions(limit, options, backing);
+}
+
+std::unique_ptr<Allocator> MakeBfcWithOptions(size_t limit,
+                                              const AllocatorOptions& options,
+                                              PresetBacking backing) {
   if (backing == PresetBacking::kAddressOnly) {
     return std::make_unique<Allocator>(
         std::make_unique<AddressOnlySubAllocator>(kMinAllocationSize), limit,

@@ -89,6 +89,17 @@ enum class PresetBacking { kSimCudaMalloc, kAddressOnly, kPages, kVmm };
 // nullptr when the backing is unavailable (kVmm without a driver).
 std::unique_ptr<Allocator> MakeBfcPreset(size_t limit, const char* preset,
                                          PresetBacking backing);
+// The same with any options (a preset applied or not).
+std::unique_ptr<Allocator> MakeBfcWithOptions(size_t limit,
+                                              const AllocatorOptions& options,
+                                              PresetBacking backing);
+
+// A configuration the trace suites replay beside each other: a row name
+// (BM_Trace/TRACE/warm_NAME_sim, ...) and its options.
+struct TraceConf {
+  std::string name;
+  AllocatorOptions options;
+};
 
 // `n` sizes log-uniform in [lo, hi].
 std::vector<size_t> LogUniformSizes(size_t n, size_t lo, size_t hi,

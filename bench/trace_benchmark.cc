@@ -30,6 +30,9 @@
 //                            _vmm: CudaVmmSubAllocator on the driver
 //                            BFC_CUDA_DRIVER_LIBRARY names (registered only
 //                            when one with virtual memory loads)
+//   BM_Trace/NAME/{cold,warm}_ROW_{sim,addr,pages,vmm}
+//                            the same for each row of $BFC_BENCH_CONFS
+//                            (ROW=CONF; main.cc)
 //   BM_TraceThreads/{bfc,glibc}/threads:N
 //                            N = 1, 2, 4, 8 threads on one pool, each
 //                            replaying every trace warm, thread i starting
@@ -113,12 +116,13 @@ int64_t SubAllocatorCalls(const Allocator& a) {
 }
 
 void BM_TracePresetCold(benchmark::State& state, const PhasedTrace* t,
-                        const char* preset, PresetBacking backing) {
+                        const TraceConf* conf, PresetBacking backing) {
   std::vector<void*> slots(t->all.num_slots, nullptr);
   int64_t peak_pool = 0, calls = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    std::unique_ptr<Allocator> a = MakeBfcPreset(kTraceLimit, preset, backing);
+    std::unique_ptr<Allocator> a =
+        MakeBfcWithOptions(kTraceLimit, conf->options, backing);
     if (a == nullptr) {
       state.SkipWithError("backing unavailable");
       return;
@@ -143,10 +147,11 @@ void BM_TracePresetCold(benchmark::State& state, const PhasedTrace* t,
 }
 
 void BM_TracePresetWarm(benchmark::State& state, const PhasedTrace* t,
-                        const char* preset, PresetBacking backing) {
+                        const TraceConf* conf, PresetBacking backing) {
   std::vector<void*> setup_slots(t->all.num_slots, nullptr);
   std::vector<void*> slots(t->all.num_slots, nullptr);
-  std::unique_ptr<Allocator> a = MakeBfcPreset(kTraceLimit, preset, backing);
+  std::unique_ptr<Allocator> a =
+      MakeBfcWithOptions(kTraceLimit, conf->options, backing);
   if (a == nullptr) {
     state.SkipWithError("backing unavailable");
     return;
@@ -251,8 +256,11 @@ void BM_TraceThreads(benchmark::State& state,
 
 }  // namespace
 
-// Called from main: registers one benchmark per trace and pool.
-void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
+// Called from main: registers one benchmark per trace and pool, and the
+// preset rows for each of `confs` (the presets tf and low_footprint, then
+// the user's BFC_BENCH_CONFS).
+void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces,
+                             const std::vector<TraceConf>& confs) {
   // The vmm rows need a CUDA driver with virtual memory (a GPU's, or the
   // fake one through BFC_CUDA_DRIVER_LIBRARY).
   const bool vmm_available = MakeBfcPreset(kMinAllocationSize << 12, "tf",
@@ -287,7 +295,7 @@ void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
     // _sim: over the simulated cudaMalloc (its bookkeeping is timed too, a
     // small stand-in for a real cudaMalloc's cost); _addr: over addresses
     // only, the allocator's own work.
-    for (const char* preset : {"tf", "low_footprint"}) {
+    for (const TraceConf& conf : confs) {
       for (const auto& [suffix, backing] :
            {std::pair<const char*, PresetBacking>{
                 "_sim", PresetBacking::kSimCudaMalloc},
@@ -295,10 +303,12 @@ void RegisterTraceBenchmarks(const std::vector<PhasedTrace>& traces) {
             {"_pages", PresetBacking::kPages},
             {"_vmm", PresetBacking::kVmm}}) {
         if (backing == PresetBacking::kVmm && !vmm_available) continue;
-        benchmark::RegisterBenchmark((base + "cold_" + preset + suffix).c_str(),
-                                     BM_TracePresetCold, &t, preset, backing);
-        benchmark::RegisterBenchmark((base + "warm_" + preset + suffix).c_str(),
-                                     BM_TracePresetWarm, &t, preset, backing);
+        benchmark::RegisterBenchmark(
+            (base + "cold_" + conf.name + suffix).c_str(), BM_TracePresetCold,
+            &t, &conf, backing);
+        benchmark::RegisterBenchmark(
+            (base + "warm_" + conf.name + suffix).c_str(), BM_TracePresetWarm,
+            &t, &conf, backing);
       }
     }
   }
