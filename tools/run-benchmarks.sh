@@ -6,6 +6,11 @@
 #   BUILD_TYPE=RelWithDebInfo tools/run-benchmarks.sh     # default Release
 #   tools/run-benchmarks.sh --benchmark_filter=BM_Trace   # extra args go to
 #                                                         # the benchmark binary
+#   BFC_BENCH_CONFS='mine=preset:low_footprint,grow_below_peak_ratio:0' \
+#     OUT_DIR=/tmp/mine tools/run-benchmarks.sh --benchmark_filter=BM_Trace
+#                           # trace rows of one's own configuration beside the
+#                           # presets' (bench/main.cc); keep them out of
+#                           # bench/results, which holds the published run
 #
 # Output: $OUT_DIR (default bench/results): bench.json (Google Benchmark JSON,
 # medians of REPS repetitions), tables.md, scaling.svg, traces.svg.
