@@ -7,7 +7,7 @@
 #   tools/run-benchmarks.sh --benchmark_filter=BM_Trace   # extra args go to
 #                                                         # the benchmark binary
 #   BFC_BENCH_CONFS='mine=preset:low_footprint,grow_below_peak_ratio:0' \
-#     OUT_DIR=/tmp/mine tools/run-benchmarks.sh --benchmark_filter=BM_Trace
+#     OUT_DIR=build-bench/mine tools/run-benchmarks.sh --benchmark_filter=BM_Trace
 #                           # trace rows of one's own configuration beside the
 #                           # presets' (bench/main.cc); keep them out of
 #                           # bench/results, which holds the published run
