@@ -108,6 +108,23 @@ class LSTMLM(nn.Module):
         return self.out(h)
 
 
+class Seq2SeqTransformer(nn.Module):
+    """nn.Transformer encoder-decoder (d 256, 4 heads, 3+3 layers, ff 1024), shared vocab 8000."""
+    def __init__(self, vocab=8000, d=256, heads=4, layers=3, ff=1024, seq=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        self.tf = nn.Transformer(d, heads, layers, layers, ff, dropout=0.1, batch_first=True)
+        self.head = nn.Linear(d, vocab)
+
+    def embed(self, x):
+        return self.tok(x) + self.pos(torch.arange(x.shape[1]).unsqueeze(0))
+
+    def forward(self, src, tgt_in):
+        mask = self.tf.generate_square_subsequent_mask(tgt_in.shape[1])
+        return self.head(self.tf(self.embed(src), self.embed(tgt_in), tgt_mask=mask))
+
+
 GPT_SEQS = [64, 96, 48, 128, 80, 112, 56]
 BERT_BATCHES = [1, 5, 2, 8, 3, 6, 2]
 RESNET_BATCHES = [1, 4, 16, 2, 8, 12, 3]
@@ -272,6 +289,39 @@ CFG = {
                           opt=lambda p: torch.optim.SGD(p, lr=20.0),
                           desc="word-level LSTM language model (embedding 400, 2x650 LSTM, vocab 10000), "
                                "batch 20, 35 steps, SGD + grad clip, 3 iterations"),
+    # The third set (2026-12-07): recorded after the policy families of that
+    # day had been modelled on everything above, again from models none of
+    # the earlier traces came from.
+    "wide_resnet50_2-infer": dict(vision("wide_resnet50_2", 4), mode="infer", iters=5,
+                                  desc="torchvision wide_resnet50_2, batch 4, 224x224, eval + no_grad, 5 iterations"),
+    "inception_v3-infer": dict(vision("inception_v3", 4, res=299, init_weights=False, aux_logits=False),
+                               mode="infer", iters=5,
+                               desc="torchvision inception_v3 (no auxiliary head), batch 4, 299x299, eval + no_grad, "
+                                    "5 iterations"),
+    "resnext50-train": dict(vision("resnext50_32x4d", 4), mode="train", iters=3,
+                            opt=lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-4),
+                            desc="torchvision resnext50_32x4d, batch 4, 224x224, SGD momentum 0.9 wd 1e-4, "
+                                 "3 iterations"),
+    "vgg16_bn-train": dict(vision("vgg16_bn", 4), mode="train", iters=3,
+                           opt=lambda p: torch.optim.Adam(p, lr=1e-4),
+                           desc="torchvision vgg16_bn, batch 4, 224x224, Adam, 3 iterations"),
+    "swin_t-infer": dict(vision("swin_t", 2), mode="infer", iters=5,
+                         desc="torchvision swin_t, batch 2, 224x224, eval + no_grad, 5 iterations"),
+    "efficientnet_b3-infer": dict(vision("efficientnet_b3", 4, res=300), mode="infer", iters=5,
+                                  desc="torchvision efficientnet_b3, batch 4, 300x300, eval + no_grad, 5 iterations"),
+    "mobilenet_v3_small-train": dict(vision("mobilenet_v3_small", 32), mode="train", iters=3,
+                                     opt=lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.9),
+                                     desc="torchvision mobilenet_v3_small, batch 32, 224x224, RMSprop momentum 0.9, "
+                                          "3 iterations"),
+    "transformer-s2s-train": dict(build=lambda: Seq2SeqTransformer(),
+                                  batch=lambda: (torch.randint(0, 8000, (16, 40)), torch.randint(0, 8000, (16, 33))),
+                                  fwd=lambda m, b: m(b[0], b[1][:, :-1]),
+                                  loss=lambda o, b: F.cross_entropy(o.reshape(-1, o.shape[-1]),
+                                                                    b[1][:, 1:].reshape(-1)),
+                                  mode="train", iters=3,
+                                  opt=lambda p: torch.optim.Adam(p, lr=1e-4),
+                                  desc="nn.Transformer encoder-decoder (d 256, 4 heads, 3+3 layers, ff 1024, vocab "
+                                       "8000), batch 16, source 40, target 32, Adam, 3 iterations"),
 }
 
 cfg = CFG[name]
