@@ -74,33 +74,43 @@ TEST(ChunkMapTest, FindsExactStartsOnly) {
   EXPECT_EQ(m.MetadataBytes(), 16 * 8u);
 }
 
-// Tables of up to 16k slots double past half full (short probe runs where
-// the table is small enough to stay in cache); larger ones past 13/16 (10
-// bytes per chunk).
-TEST(ChunkMapTest, SmallTablesStayHalfFullLargeOnesDense) {
+// Tables of up to 4k slots double past a quarter full, up to 16k past half
+// full (short probe runs where the table is small enough to stay in cache);
+// larger ones past 13/16 (10 bytes per chunk).
+TEST(ChunkMapTest, SmallTablesStaySparseLargeOnesDense) {
   ChunkTable t;
   ChunkMap m(&t);
-  constexpr size_t kSmall = size_t{1} << 14;
-  for (size_t n = 1; n <= 3 * kSmall; ++n) {
+  constexpr size_t kQuarter = size_t{1} << 12;
+  constexpr size_t kHalf = size_t{1} << 14;
+  for (size_t n = 1; n <= 3 * kHalf; ++n) {
     const uintptr_t a = 0x100000 + n * 256;
     m.Insert(P(a), NewChunk(t, a));
     const size_t capacity = ChunkMapTestPeer::capacity(m);
-    if (capacity <= kSmall) {
+    if (capacity <= kQuarter) {
+      ASSERT_LE(4 * n, capacity) << n;
+    } else if (capacity <= kHalf) {
       ASSERT_LE(2 * n, capacity) << n;
     } else {
       ASSERT_LE(16 * n, 13 * capacity) << n;
     }
-    if (n == kSmall / 2) {
-      ASSERT_EQ(capacity, kSmall);
+    // Where each bound is reached, and one entry later.
+    if (n == kQuarter / 4) {
+      ASSERT_EQ(capacity, kQuarter);
     }
-    if (n == kSmall / 2 + 1) {
-      ASSERT_EQ(capacity, 2 * kSmall);
+    if (n == kQuarter / 4 + 1) {
+      ASSERT_EQ(capacity, 2 * kQuarter);
     }
-    if (n == 2 * kSmall / 16 * 13) {
-      ASSERT_EQ(capacity, 2 * kSmall);
+    if (n == kHalf / 2) {
+      ASSERT_EQ(capacity, kHalf);
     }
-    if (n == 2 * kSmall / 16 * 13 + 1) {
-      ASSERT_EQ(capacity, 4 * kSmall);
+    if (n == kHalf / 2 + 1) {
+      ASSERT_EQ(capacity, 2 * kHalf);
+    }
+    if (n == 2 * kHalf / 16 * 13) {
+      ASSERT_EQ(capacity, 2 * kHalf);
+    }
+    if (n == 2 * kHalf / 16 * 13 + 1) {
+      ASSERT_EQ(capacity, 4 * kHalf);
     }
   }
   EXPECT_TRUE(m.Validate().ok());
@@ -179,12 +189,13 @@ TEST(ChunkMapTest, MatchesAModelUnderChurn) {
         ASSERT_EQ(m.Find(P(0x100000 + 50001 * stride)), kInvalidChunkHandle);
       }
     }
-    // The table never shrinks, and doubles only past its load bound (half
-    // full up to 16k slots, 13/16 above): at most 2 * 2 slots of 8 bytes per
-    // entry at the peak, 2 * 16/13 in large tables.
+    // The table never shrinks, and doubles only past its load bound (a
+    // quarter full up to 4k slots, half up to 16k, 13/16 above): at most
+    // 2 * 4 slots of 8 bytes per entry at the peak in a small table, 2 * 2
+    // in a middling one, 2 * 16/13 in a large one.
     EXPECT_GE(m.MetadataBytes(), 8 * peak);
     EXPECT_LE(m.MetadataBytes(),
-              8 * 2 * std::max(2 * peak, 16 * peak / 13 + 1));
+              8 * 2 * std::max(4 * peak, 16 * peak / 13 + 1));
   }
 }
 
@@ -306,15 +317,16 @@ TEST(ChunkMapValidateTest, SizeAndLoadBookkeeping) {
   ++Peer::size(c.m);
   EXPECT_EQ(c.m.Validate(),
             absl::InternalError("ChunkMap: 3 occupied slots but size 4"));
-  Peer::size(c.m) = 9;
+  // A table of 16 slots holds at most a quarter of them.
+  Peer::size(c.m) = 5;
   EXPECT_EQ(c.m.Validate(),
-            absl::InternalError("ChunkMap: 9 entries exceed the load bound "
-                                "of 8 (of 16 slots)"));
+            absl::InternalError("ChunkMap: 5 entries exceed the load bound "
+                                "of 4 (of 16 slots)"));
   Peer::size(c.m) = 3;
   Peer::mask(c.m) = 7;
   EXPECT_EQ(c.m.Validate(),
             absl::InternalError("ChunkMap: inconsistent geometry: 4 bits, "
-                                "capacity 16, mask 0x7, load bound 8"));
+                                "capacity 16, mask 0x7, load bound 4"));
 }
 
 #if BFC_CHECK_LEVEL >= 1

@@ -10,8 +10,8 @@
 // chunk's own `ptr` from the ChunkTable, which the caller is about to read
 // anyway. So a lookup touches one run of slots (usually one cache line) and
 // the chunk, and the map costs 8 bytes per slot, about 10 per chunk in a
-// large table (16-32 in a small one, kept half full), instead of the 16-24
-// of a general-purpose map holding (address, handle) pairs.
+// large table (16-64 in a small one, kept a quarter or half full), instead of
+// the 16-24 of a general-purpose map holding (address, handle) pairs.
 //
 // The slot a key starts probing from is the top bits of its tag, so the table
 // can grow and delete (backward shift, no tombstones) without reading chunks.
@@ -24,7 +24,8 @@
 // in-range chunk whose start hashes to the slot's tag; no empty slot lies
 // between a key's home slot and its slot (linear probing finds it); no key is
 // mapped twice; size() counts the occupied slots and stays within the load
-// bound (half the slots up to 16k slots, 13/16 above), or kSpareEntries past
+// bound (a quarter of the slots up to 4k slots, half up to 16k, 13/16
+// above), or kSpareEntries past
 // it after a growth failed for want of host memory.
 #ifndef BFC_INTERNAL_CHUNK_MAP_H_
 #define BFC_INTERNAL_CHUNK_MAP_H_
@@ -123,19 +124,24 @@ class ChunkMap {
   // Linear probing stays short up to ~80 % full (about 3 probes per hit and
   // 13 per miss, all in adjacent slots); the table doubles beyond that. A
   // table of at most kHalfFullSlots (128 KiB, cache-resident) is kept at most
-  // half full instead: 1.5 probes per hit and 2.5 per miss. Each probe's exit
-  // is a branch the CPU cannot predict, and a split inserts and a merge
-  // erases, so the shorter runs make a replay of the traces (a few thousand
-  // chunks) up to ~8 % faster; above that size the memory matters more (about
-  // 10 bytes per chunk, not 16-32).
+  // half full instead: 1.5 probes per hit and 2.5 per miss; one of at most
+  // kQuarterFullSlots (32 KiB, the size of an L1 data cache) at most a
+  // quarter full: 1.17 and 1.39. Each probe's exit is a branch the CPU
+  // cannot predict, and every free looks its chunk up, a split inserts and a
+  // merge erases, so on the replays of real traces (a few hundred to a few
+  // thousand chunks) the shorter runs save a tenth to a quarter of the
+  // mispredicted branches (bench/README.md, pass 10); above those sizes the
+  // memory matters more (about 10 bytes per chunk, not 16-64).
   static constexpr size_t kMaxLoadNum = 13;
   static constexpr size_t kMaxLoadDen = 16;
   static constexpr size_t kHalfFullSlots = size_t{1} << 14;
+  static constexpr size_t kQuarterFullSlots = size_t{1} << 12;
   static constexpr int kMinBits = 4;
   // The most entries a table of `capacity` slots holds before it doubles.
   static constexpr size_t LoadBound(size_t capacity) {
-    return capacity <= kHalfFullSlots ? capacity / 2
-                                      : capacity / kMaxLoadDen * kMaxLoadNum;
+    return capacity <= kQuarterFullSlots ? capacity / 4
+           : capacity <= kHalfFullSlots  ? capacity / 2
+                                         : capacity / kMaxLoadDen * kMaxLoadNum;
   }
 
   // Chunk starts are multiples of 256: the low byte carries nothing.
