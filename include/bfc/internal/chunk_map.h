@@ -25,8 +25,8 @@
 // between a key's home slot and its slot (linear probing finds it); no key is
 // mapped twice; size() counts the occupied slots and stays within the load
 // bound (a quarter of the slots up to 4k slots, half up to 16k, 13/16
-// above), or kSpareEntries past
-// it after a growth failed for want of host memory.
+// above), or kSpareEntries past it after a growth failed for want of host
+// memory.
 #ifndef BFC_INTERNAL_CHUNK_MAP_H_
 #define BFC_INTERNAL_CHUNK_MAP_H_
 
@@ -129,7 +129,7 @@ class ChunkMap {
   // quarter full: 1.17 and 1.39. Each probe's exit is a branch the CPU
   // cannot predict, and every free looks its chunk up, a split inserts and a
   // merge erases, so on the replays of real traces (a few hundred to a few
-  // thousand chunks) the shorter runs save a tenth to a quarter of the
+  // thousand chunks) the shorter runs save up to a quarter of the
   // mispredicted branches (bench/README.md, pass 10); above those sizes the
   // memory matters more (about 10 bytes per chunk, not 16-64).
   static constexpr size_t kMaxLoadNum = 13;
