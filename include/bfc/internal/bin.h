@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "absl/base/attributes.h"
@@ -310,6 +311,13 @@ class Bin {
   friend class BinTestPeer;  // tests/bin_test.cc corrupts a bin on purpose
 
   struct Less {
+    // Absl searches a B-tree node (about ten entries) with this compare
+    // linearly instead of by halving: each compare's outcome depends on the
+    // data, so a linear scan mispredicts about once per node where halving
+    // mispredicts about half its steps. Random 100k live: 6.4 -> 5.4
+    // mispredicted branches per operation, 0.89-0.92 of the time
+    // (bench/README.md, pass 11).
+    using absl_btree_prefer_linear_node_search = std::true_type;
     bool operator()(const Entry& a, const Entry& b) const {
       return Before(a.size, a.addr, b.size, b.addr);
     }
