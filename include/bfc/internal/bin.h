@@ -328,7 +328,7 @@ class Bin {
     }
   };
   // A bin holding at most kSmallCapacity entries keeps them in a sorted
-  // inline array (a binary search and a short move per operation, no node
+  // inline array (a linear scan and a short move per operation, no node
   // management); it switches to the B-tree when the array overflows and back
   // when the tree shrinks to kSmallCapacity / 4 entries (hysteresis, so a bin
   // hovering at the limit does not convert on every operation). Both hold
