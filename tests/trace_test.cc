@@ -505,6 +505,38 @@ TEST(CompileTraceTest, UnknownFreeNamesTheLine) {
   EXPECT_THAT(c.status().message(), HasSubstr("0xa"));
 }
 
+// A trace read from a file is named by its path in CompileTrace's errors, as
+// in ReadTrace's own, not by its stem ("model-c:3"), which says nothing
+// about which directory it came from.
+TEST(CompileTraceTest, ErrorsNameThePathReadTraceRead) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  std::string path =
+      dir.Write("model-c.csv", std::string(kHeader) + "1,0,free,0xb,100,0\n");
+  absl::StatusOr<Trace> t = ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->name, "model-c");
+  EXPECT_EQ(t->source, path);
+  absl::StatusOr<CompiledTrace> c = CompileTrace(*t);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr(path + ":2:"));
+}
+
+// A Trace built by hand has no source: its name is what errors name.
+TEST(CompileTraceTest, ErrorsNameTheNameWithoutASource) {
+  Trace t;
+  t.name = "by-hand";
+  TraceEvent free_event;
+  free_event.action = TraceEvent::Action::kFree;
+  free_event.pointer = 0xc;
+  free_event.size = 8;
+  free_event.line = 7;
+  t.events.push_back(free_event);
+  absl::StatusOr<CompiledTrace> c = CompileTrace(t);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("by-hand:7:"));
+}
+
 TEST(CompileTraceTest, SkipUnknownFreesCountsThem) {
   Trace t = Make(
       "1,0,free,0x77,100,0\n"

@@ -190,6 +190,7 @@ absl::StatusOr<Trace> ParseTraceImpl(std::string_view csv, std::string name,
                                      std::string_view label) {
   Trace trace;
   trace.name = std::move(name);
+  trace.source = std::string(label);
   // UTF-8 byte order mark, as spreadsheet programs write it.
   if (csv.substr(0, 3) == "\xEF\xBB\xBF") csv.remove_prefix(3);
   // A Python pickle (protocol 2 and up starts with 0x80 and the protocol):
@@ -656,6 +657,7 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
                                            const CompileOptions& options) {
   CompiledTrace out;
   out.name = trace.name;
+  const std::string& where = trace.source.empty() ? trace.name : trace.source;
   out.num_events = trace.events.size();
   out.ops.reserve(trace.events.size());
 
@@ -683,7 +685,7 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
       if (out.streams.size() > UINT16_MAX) {
         // streams[0] is stream 0 whether or not the trace uses it.
         return absl::ResourceExhaustedError(absl::StrCat(
-            trace.name, ":", e.line,
+            where, ":", e.line,
             ": more than 65535 distinct streams besides stream 0"));
       }
       out.streams.push_back(e.stream);
@@ -700,9 +702,8 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
           free_slots.pop_back();
         } else {
           if (slot_size.size() >= UINT32_MAX) {
-            return absl::ResourceExhaustedError(
-                absl::StrCat(trace.name, ":", e.line,
-                             ": more than 2^32-1 live allocations"));
+            return absl::ResourceExhaustedError(absl::StrCat(
+                where, ":", e.line, ": more than 2^32-1 live allocations"));
           }
           slot = static_cast<uint32_t>(slot_size.size());
           slot_size.push_back(0);
@@ -715,20 +716,20 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
               "%s:%d: allocate of 0x%x, which is still live "
               "(allocated at line %d and "
               "never freed)",
-              trace.name, e.line, e.pointer, it->second.line));
+              where, e.line, e.pointer, it->second.line));
         }
         size_t rounded;
         if (!internal::RoundUp(e.size, kMinAllocationSize, &rounded)) {
           return absl::InvalidArgumentError(bfc::internal::Format(
               "%s:%d: allocate of %d bytes: the Size overflows when rounded "
               "up to %d bytes; no allocator can serve it",
-              trace.name, e.line, e.size, kMinAllocationSize));
+              where, e.line, e.size, kMinAllocationSize));
         }
         if (live_rounded > SIZE_MAX - rounded) {
           return absl::InvalidArgumentError(bfc::internal::Format(
               "%s:%d: allocate of %d bytes: the live allocations would "
               "exceed 2^64-1 bytes (the address space)",
-              trace.name, e.line, e.size));
+              where, e.line, e.size));
         }
         slot_size[slot] = e.size;
         live_bytes += e.size;  // <= live_rounded: cannot wrap either
@@ -752,7 +753,7 @@ absl::StatusOr<CompiledTrace> CompileTrace(const Trace& trace,
               "allocated or already freed); "
               "skip_unknown_frees (bfc-replay: --skip-unknown-frees) "
               "ignores such frees",
-              trace.name, e.line, e.pointer));
+              where, e.line, e.pointer));
         }
         uint32_t slot = it->second.slot;
         live.erase(it);

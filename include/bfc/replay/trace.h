@@ -42,6 +42,11 @@ struct TraceEvent {
 struct Trace {
   std::string name;  // file name without directories and extensions
   std::vector<TraceEvent> events;
+  // What messages about the trace's lines name, so that CompileTrace's
+  // errors point where ParseTrace's and ReadTrace's do: the path ReadTrace
+  // read ("standard input" for "-"), or ParseTrace's name. Empty in a Trace
+  // built by hand; then messages name `name`.
+  std::string source;
 };
 
 // Parses CSV text: RAPIDS RMM's logging_resource_adaptor log as every
