@@ -148,6 +148,28 @@ TEST_F(AccountTest, ReservationsAreQuotaTakenFromTheParent) {
   EXPECT_EQ(root->GetStats().bytes_in_use, 0);
 }
 
+// A reservation is the child's own: with the parent full, a charge inside it
+// still succeeds, and one that crosses it is refused at the parent.
+TEST_F(AccountTest, AChargeInsideAReservationNeedsNoRoomInTheParent) {
+  auto root = *Account::CreateRoot(alloc_.get(), Named("root", 10 * kMiB));
+  auto session =
+      *root->CreateChild(Named("session", kNoAccountLimit, 8 * kMiB));
+  auto other = *root->CreateChild(Named("other"));
+  void* o = *other->Allocate(2 * kMiB);
+  ASSERT_EQ(root->GetStats().bytes_in_use, 10 * kMiB);  // full
+  absl::StatusOr<void*> inside = session->Allocate(3 * kMiB);
+  ASSERT_TRUE(inside.ok()) << inside.status();
+  EXPECT_EQ(root->GetStats().bytes_in_use, 10 * kMiB);
+  absl::StatusOr<void*> across = session->Allocate(6 * kMiB);  // 9 > 8 MiB
+  EXPECT_EQ(across.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(across.status().message()),
+              HasSubstr("limit of account 'root'"));
+  EXPECT_EQ(session->GetStats().bytes_in_use, 3 * kMiB);
+  ASSERT_TRUE(alloc_->Validate().ok()) << alloc_->Validate();
+  ASSERT_TRUE(session->Deallocate(*inside).ok());
+  ASSERT_TRUE(other->Deallocate(o).ok());
+}
+
 // Account::Reserve (API.md names it): a reservation changed after creation,
 // the parent charged or credited by the change of max(use, reservation).
 TEST_F(AccountTest, ReserveChangesTheReservationAsOneChange) {

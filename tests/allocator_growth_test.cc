@@ -353,6 +353,46 @@ TEST(AllocatorGrowthTest, HugeAllocationsGetARegionOfTheirOwnGivenBackOnFree) {
   EXPECT_TRUE(s.alloc->Validate().ok());
 }
 
+// A sub-allocator may hand out more than asked (SubAllocator::Alloc's
+// bytes_received). A dedicated region stays whole even then: the rest is
+// never split off for smaller requests, and the free gives all of it back.
+TEST(AllocatorGrowthTest, ADedicatedRegionLargerThanAskedIsNeverSplit) {
+  FakeSubAllocator::Options so;
+  so.long_if = [](size_t call) { return call == 1; };
+  so.long_extra_bytes = 1 * kMiB;
+  Rig s = Make(Allocator::Options(), 1 * kGiB, so);
+  void* small = s.alloc->AllocateRaw(256, 256 * kKiB);  // a 2 MiB region
+  ASSERT_NE(small, nullptr);
+  AllocationAttributes dedicated;
+  dedicated.dedicated = true;
+  void* d = s.alloc->AllocateRaw(256, 256 * kKiB, dedicated);
+  ASSERT_NE(d, nullptr);
+  EXPECT_THAT(s.journal->alloc_requests, ElementsAre(2 * kMiB, 256 * kKiB));
+  EXPECT_EQ(s.alloc->AllocatedSize(d), 256 * kKiB + 1 * kMiB);
+  EXPECT_EQ(s.alloc->GetStats()->huge_bytes_in_use,
+            static_cast<int64_t>(256 * kKiB + 1 * kMiB));
+  // Requests the pool cannot serve grow regions of their own: none lands in
+  // the dedicated region's rest.
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(d);
+  const uintptr_t hi = lo + 256 * kKiB + 1 * kMiB;
+  std::vector<void*> more;
+  for (int i = 0; i < 8; ++i) {
+    void* p = s.alloc->AllocateRaw(256, 512 * kKiB);
+    ASSERT_NE(p, nullptr);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    EXPECT_TRUE(a + 512 * kKiB <= lo || a >= hi) << i;
+    more.push_back(p);
+  }
+  EXPECT_TRUE(s.alloc->Validate().ok());
+  s.alloc->DeallocateRaw(d);
+  ASSERT_FALSE(s.journal->frees.empty());
+  EXPECT_EQ(s.journal->frees.back().second, 256 * kKiB + 1 * kMiB);
+  EXPECT_EQ(s.alloc->GetStats()->huge_bytes_in_use, 0);
+  for (void* p : more) s.alloc->DeallocateRaw(p);
+  s.alloc->DeallocateRaw(small);
+  EXPECT_TRUE(s.alloc->Validate().ok());
+}
+
 // With a coalescing sub-allocator a dedicated region still stands alone:
 // pooled memory next to it never joins it, so freeing it gives back exactly
 // what it took.
@@ -937,6 +977,33 @@ TEST(AllocatorGrowthTest, GrowBelowPeakRatioKeepsALargeFreeChunkWhole) {
     EXPECT_TRUE(s.alloc->Validate().ok());
     s.alloc->DeallocateRaw(small);
     s.alloc->DeallocateRaw(again);
+  }
+}
+
+// The ratio is inclusive: a best fit exactly grow_below_peak_ratio times the
+// region the request would grow is kept whole; one byte-granule less than
+// that and the request is carved from it.
+TEST(AllocatorGrowthTest, GrowBelowPeakRatioIsInclusive) {
+  {
+    Rig s = Make(GrowBelowPeakOptions());
+    FreeChunkBelowThePeak(*s.alloc, 8 * kMiB, 2 * kMiB);  // peak: 10 MiB
+    void* p = s.alloc->AllocateRaw(256, 2 * kMiB);        // 8 = 4 x 2 MiB
+    ASSERT_NE(p, nullptr);
+    EXPECT_THAT(s.journal->alloc_requests,
+                ElementsAre(8 * kMiB, 2 * kMiB, 2 * kMiB));
+    EXPECT_TRUE(s.alloc->Validate().ok());
+    s.alloc->DeallocateRaw(p);
+  }
+  {
+    Rig s = Make(GrowBelowPeakOptions());
+    FreeChunkBelowThePeak(*s.alloc, 8 * kMiB, 2 * kMiB + 256);
+    // 8 MiB is under 4 x (2 MiB + 256 B): carved from the free chunk.
+    void* p = s.alloc->AllocateRaw(256, 2 * kMiB + 256);
+    ASSERT_NE(p, nullptr);
+    EXPECT_THAT(s.journal->alloc_requests,
+                ElementsAre(8 * kMiB, 2 * kMiB + 256));
+    EXPECT_TRUE(s.alloc->Validate().ok());
+    s.alloc->DeallocateRaw(p);
   }
 }
 
