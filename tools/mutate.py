@@ -195,7 +195,9 @@ def main():
                 exe = found[0] if found else exe
             if not os.path.isfile(exe):
                 return "build"
-            rc = run([exe, "--gtest_brief=1"] if not exe.endswith(".sh") else [exe],
+            # --gtest_fail_fast: the first failure kills the mutant; later
+            # tests may hang on the broken code (a full pointer map spins).
+            rc = run([exe, "--gtest_brief=1", "--gtest_fail_fast"] if not exe.endswith(".sh") else [exe],
                      os.path.dirname(exe), log, timeout=args.test_timeout, env=test_env)
             if rc != 0:
                 return "failed"
