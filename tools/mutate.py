@@ -17,10 +17,12 @@ Usage:
   tools/mutate.py                       # every mutant in tools/mutants.txt
   tools/mutate.py --only core-          # the mutants whose id starts so
   tools/mutate.py --list                # print the catalogue and stop
+  tools/mutate.py --check               # every mutant applies (CTest runs this)
   tools/mutate.py --work-dir DIR --keep # reuse a scratch tree between runs
 
 Exit status: 0 when the kill rate is at least --min-kill-rate (default 95),
-1 when it is lower, 2 for usage or catalogue errors.
+1 when it is lower, 2 for usage or catalogue errors (--check: 1 when a
+mutant does not apply).
 
 Not run in CI: a full run rebuilds and retests once per mutant (tens of
 minutes on two cores). Run it by hand after changing tests or checks.
@@ -28,6 +30,7 @@ minutes on two cores). Run it by hand after changing tests or checks.
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,6 +108,26 @@ def check_applies(mutants, tree):
                 f"{count} times in {m['file']}, must occur once: {m['from']!r}")
 
 
+def check_tests_exist(mutants, tree):
+    """Every test a mutant names is an executable the build defines."""
+    defined = set()
+    for d, _, files in os.walk(os.path.join(tree, "tests")):
+        for name in files:
+            if name == "CMakeLists.txt":
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    text = f.read()
+                defined.update(re.findall(r"bfc_add_test\(\s*NAME\s+([A-Za-z0-9_]+)", text))
+                defined.update(re.findall(r"add_executable\(\s*([A-Za-z0-9_]+)", text))
+            elif name.endswith(".sh"):
+                defined.add(name)
+    for m in mutants:
+        for t in m["tests"]:
+            if t not in defined:
+                raise CatalogueError(
+                    f"mutant {m['id']} (catalogue line {m['_line']}): names test {t!r}, "
+                    "which no tests/ CMakeLists.txt defines")
+
+
 def run(cmd, cwd, log, timeout=None, env=None):
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"\n$ {' '.join(cmd)}\n")
@@ -122,6 +145,10 @@ def main():
     parser.add_argument("--catalogue", default=os.path.join(ROOT, "tools", "mutants.txt"))
     parser.add_argument("--only", default="", help="run only mutants whose id starts with this")
     parser.add_argument("--list", action="store_true", help="print the mutants and stop")
+    parser.add_argument("--check", action="store_true",
+                        help="check that every mutant applies to the working tree and names "
+                             "test executables the build defines, and stop (no build; CTest "
+                             "runs this so that the catalogue cannot rot unseen)")
     parser.add_argument("--work-dir", help="scratch worktree (default: a new temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch worktree")
     parser.add_argument("--min-kill-rate", type=float, default=95.0)
@@ -138,6 +165,15 @@ def main():
     if not mutants:
         print(f"mutate: no mutant id starts with {args.only!r}", file=sys.stderr)
         return 2
+    if args.check:
+        try:
+            check_applies(mutants, ROOT)
+            check_tests_exist(mutants, ROOT)
+        except CatalogueError as e:
+            print(f"mutate: {e}", file=sys.stderr)
+            return 1
+        print(f"mutate: all {len(mutants)} mutants apply to the working tree")
+        return 0
     if args.list:
         for m in mutants:
             print(f"{m['id']:<40} {m['file']}  [{' '.join(m['tests'])}]")
