@@ -542,5 +542,26 @@ TEST(AllocatorExceptionsTest, MaxOomLogsZeroLogsNoOom) {
   EXPECT_EQ(log.size(), 0u);
 }
 
+// max_oom_logs = 0 silences the notes of requests their caller can do
+// without (AllocationAttributes::retry_on_failure = false) too, and nothing
+// is counted as suppressed, so that not even the destructor's summary line
+// ("N out-of-memory report(s) in all were suppressed") is logged.
+TEST(AllocatorExceptionsTest, MaxOomLogsZeroSilencesNotesAndTheSummary) {
+  LogCapture log;
+  Allocator::Options o;
+  o.max_oom_logs = 0;
+  auto alloc = std::make_unique<Allocator>(
+      std::make_unique<VirtualSubAllocator>(size_t{1} << 30), 8 * kMiB, "quiet",
+      o);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(alloc->AllocateRaw(256, 16 * kMiB, AllocationAttributes{false}),
+              nullptr);
+  }
+  EXPECT_EQ(alloc->GetStats()->num_ooms, 100);
+  EXPECT_EQ(alloc->num_oom_logs_suppressed(), 0);
+  alloc.reset();
+  EXPECT_EQ(log.size(), 0u);
+}
+
 }  // namespace
 }  // namespace bfc

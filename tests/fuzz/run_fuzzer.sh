@@ -127,7 +127,9 @@ while [ "$total" -lt "$min_ops" ]; do
   done
   total=$((total + round_ops))
   echo "round $round (${this_round}s): $workers worker(s), $round_execs inputs, $round_ops operations (total $total, $((SECONDS - start))s)"
-  if [ "$replay_bound" = 1 ] && [ "$round_seconds" -lt 960 ]; then
+  # A last round cut short by MAX_SECONDS says nothing about the corpus.
+  if [ "$replay_bound" = 1 ] && [ "$this_round" = "$round_seconds" ] &&
+    [ "$round_seconds" -lt 960 ]; then
     round_seconds=$((2 * round_seconds))
     echo "round $round mostly replayed the corpus: rounds now last ${round_seconds}s"
   fi
