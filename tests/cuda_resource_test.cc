@@ -412,6 +412,42 @@ TEST(CudaResourceTest, PmrOverAPinnedPoolNeverGetsMemoryAStreamStillUses) {
   EXPECT_TRUE(pool.Validate().ok()) << pool.Validate();
 }
 
+// allocate_async on cudaStreamPerThread is the synchronous allocate: the
+// memory is ready for any stream and the host. Memory a held stream's work
+// still uses is handed out only once that work is done (the host waited),
+// not as soon as a stream wait on the per-thread handle is queued: that
+// handle names another stream on every thread.
+TEST(CudaResourceTest, APerThreadAllocationWaitsForOtherStreamsWork) {
+  RequireDevice();
+  if (bfc::testing::GetFake() == nullptr) GTEST_SKIP() << "holds a stream";
+  bfc::Allocator pool(std::make_unique<bfc::CudaDeviceSubAllocator>(0),
+                      size_t{64} << 20, "per-thread-ready");
+  auto ops = bfc::CudaStreamOps::Create(0);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_TRUE(pool.SetStreamOps(*std::move(ops)).ok());
+  CudaDeviceResource mr(pool);
+  void* warm = mr.allocate_sync(256, 256);  // and a context for NewStream
+  ASSERT_NE(warm, nullptr);
+  CUstream s = NewStream();
+  const cuda::stream_ref stream{s};
+  void* p = mr.allocate_async(1 << 20, 256, stream);
+  ASSERT_NE(p, nullptr);
+  bfc::testing::GetFake()->hold_stream(s);  // a kernel on s still uses p
+  mr.deallocate_async(p, 1 << 20, 256, stream);
+  std::atomic<bool> released{false};
+  std::thread releaser = ReleaseLater(s, &released);
+  // p is the pool's only fit (the rest of its region is 256 bytes short).
+  void* q =
+      mr.allocate_async(1 << 20, 256, cuda::stream_ref{cudaStreamPerThread});
+  ASSERT_EQ(q, p);
+  EXPECT_TRUE(released.load()) << "p handed out while s still used it";
+  releaser.join();
+  mr.deallocate_sync(q, 1 << 20);
+  mr.deallocate_sync(warm, 256);
+  EXPECT_EQ(pool.GetStats()->bytes_in_use, 0);
+  EXPECT_TRUE(pool.Validate().ok()) << pool.Validate();
+}
+
 // From a review: cudaStreamPerThread is one handle for a different stream on
 // each thread. Memory one thread freed on its stream was reused by another
 // thread's at once, with no event and no wait. Its frees now synchronize

@@ -762,6 +762,41 @@ TEST(MemoryDumpTest, APartialReleaseIsASegmentUnmapInTheSnapshot) {
   a.DeallocateRaw(keep);
 }
 
+// A segment's blocks tile it: a gap before a chunk (a hand-built dump may
+// have one) and the free rest after the last chunk are written as inactive
+// blocks of their own sizes; and the segment's requested_size sums what its
+// live chunks asked for, not their rounded sizes (PyTorch's viewer shows
+// both). Sizes below 64 KiB are BININT2 ('M' and two bytes little-endian).
+TEST(MemoryDumpTest, ASnapshotSegmentTilesItsGapsAndSumsRequestedBytes) {
+  MemoryDump dump;
+  dump.regions.push_back({0x100000, 0x10000});
+  ChunkDump chunk;
+  chunk.address = 0x101000;  // a 4 KiB gap before it
+  chunk.size = 0x2000;
+  chunk.requested_size = 0x1f00;
+  chunk.in_use = true;
+  chunk.allocation_id = 1;
+  dump.chunks.push_back(chunk);
+  const std::string pickle = PyTorchSnapshotPickle(dump, {});
+  const std::string size_key("\x8c\x04size", 6);
+  const auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = pickle.find(needle); at != std::string::npos;
+         at = pickle.find(needle, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count(size_key + std::string("M\x00\x10", 3)), 1u);  // the gap
+  EXPECT_EQ(count(size_key + std::string("M\x00\x20", 3)), 1u);  // the chunk
+  EXPECT_EQ(count(size_key + std::string("M\x00\xd0", 3)), 1u);  // the rest
+  EXPECT_EQ(count("inactive"), 2u);
+  const std::string requested_key("\x8c\x0erequested_size", 16);
+  // The block's and the segment's.
+  EXPECT_EQ(count(requested_key + std::string("M\x00\x1f", 3)), 2u);
+  EXPECT_EQ(count(requested_key + std::string("M\x00\x20", 3)), 0u);
+}
+
 // From a review, on dumps built by hand (PyTorchSnapshotPickle takes any
 // MemoryDump): a region ending past 2^64 wrapped its end, so its chunks
 // were dropped from its blocks; a negative device was written as is on the
